@@ -1,0 +1,271 @@
+//! Block-hash chains: from token ids to the 64-bit block ids a router keys on.
+//!
+//! A prompt is cut into windows of `block_size` tokens. Each complete window gets a *local*
+//! hash of its own content, and a *sequence* hash that also covers everything before it:
+//! `seq[i] = f(seq[i - 1], local[i])`. Two prompts share the sequence hash of block `i` exactly
+//! when they share the first `i + 1` blocks, which is what makes a sequence hash usable as the
+//! id of a cached prefix. A trailing partial window is never hashed.
+//!
+//! Two families are implemented, bit for bit:
+//!
+//! - [`dynamo`]: NVIDIA Dynamo's KV router (XXH3-64 over little-endian token bytes).
+//! - [`vllm`]: vLLM's prefix-caching hashes (SHA-256 or XXH3-128 over canonical CBOR), whose
+//!   low 64 bits are the ids vLLM publishes in its KV events (consumed by llm-d and others).
+//!
+//! Both are specified as bytes fed to named algorithms, never through `core::hash::Hash`, and
+//! both come in a one-shot form and an incremental form ([`BlockChain`]) that continues a chain
+//! token by token without allocating per block. Golden vectors produced by the reference
+//! implementations pin every recipe on every target.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+pub mod dynamo;
+pub mod vllm;
+
+mod cbor;
+
+pub use dynamo::{DynamoChain, DynamoHasher};
+pub use vllm::{Digest, VllmAlgorithm, VllmChain, VllmHasher};
+
+/// The hashes of one complete Dynamo block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockHash {
+    /// Hash of this block's content alone.
+    pub local: u64,
+    /// The chained id: covers this block and every block before it.
+    pub sequence: u64,
+}
+
+/// The result of hashing a whole token sequence in one call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockHashes {
+    /// Sequence (chained) hashes, one per complete block: the block ids a router keys on.
+    pub sequence: Vec<u64>,
+    /// Dynamo only: the local (content-only) hash of each block. Empty for vLLM, whose block
+    /// hash has no content-only part.
+    pub local: Vec<u64>,
+    /// vLLM only: each block's full digest (the id is its low 64 bits). Empty for Dynamo.
+    pub digests: Vec<Digest>,
+}
+
+impl BlockHashes {
+    /// Number of complete blocks.
+    pub fn len(&self) -> usize {
+        self.sequence.len()
+    }
+
+    /// Whether no block was complete.
+    pub fn is_empty(&self) -> bool {
+        self.sequence.is_empty()
+    }
+}
+
+/// Why a chain could not be configured or fed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChainError {
+    /// The block size was zero.
+    ZeroBlockSize,
+    /// The block size does not fit the scheme (vLLM blocks are at most 2^24 tokens here).
+    BlockSizeTooLarge {
+        /// The block size that was asked for.
+        block_size: usize,
+    },
+    /// Multimodal object hashes were given for more blocks than the tokens form.
+    MultimodalBlocksMismatch {
+        /// Number of per-block entries given.
+        given: usize,
+        /// Number of complete blocks in the tokens.
+        blocks: usize,
+    },
+    /// The scheme does not support multimodal object hashes.
+    MultimodalUnsupported,
+}
+
+impl fmt::Display for ChainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroBlockSize => f.write_str("block size must be at least 1"),
+            Self::BlockSizeTooLarge { block_size } => {
+                write!(f, "block size {block_size} is too large (at most 16777216)")
+            }
+            Self::MultimodalBlocksMismatch { given, blocks } => write!(
+                f,
+                "multimodal hashes given for {given} blocks, but the tokens form {blocks} complete blocks"
+            ),
+            Self::MultimodalUnsupported => {
+                f.write_str("this hash scheme does not take multimodal object hashes")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ChainError {}
+
+/// Largest block size any scheme accepts; far above any real engine's (16 to 512 tokens).
+pub const MAX_BLOCK_SIZE: usize = 1 << 24;
+
+pub(crate) fn check_block_size(block_size: usize) -> Result<(), ChainError> {
+    match block_size {
+        0 => Err(ChainError::ZeroBlockSize),
+        n if n > MAX_BLOCK_SIZE => Err(ChainError::BlockSizeTooLarge { block_size }),
+        _ => Ok(()),
+    }
+}
+
+/// The hash schemes by name, for callers that pick one at run time (the CLI, the browser).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// Dynamo's router: XXH3-64.
+    Dynamo,
+    /// vLLM `sha256_cbor`.
+    VllmSha256Cbor,
+    /// vLLM `xxhash_cbor` (XXH3-128).
+    VllmXxhashCbor,
+    /// Older vLLM: `sha256_cbor` chained through the low 64 bits.
+    VllmLegacySha256Cbor64,
+}
+
+impl Scheme {
+    /// Every scheme, in a stable order.
+    pub const ALL: [Scheme; 4] = [
+        Scheme::Dynamo,
+        Scheme::VllmSha256Cbor,
+        Scheme::VllmXxhashCbor,
+        Scheme::VllmLegacySha256Cbor64,
+    ];
+
+    /// The scheme's name as the CLI and the browser spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scheme::Dynamo => "dynamo",
+            Scheme::VllmSha256Cbor => "vllm-sha256-cbor",
+            Scheme::VllmXxhashCbor => "vllm-xxhash-cbor",
+            Scheme::VllmLegacySha256Cbor64 => "vllm-legacy-sha256-cbor-64bit",
+        }
+    }
+
+    /// Looks a scheme up by [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Scheme> {
+        Scheme::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The vLLM algorithm behind this scheme, if it is a vLLM one.
+    pub const fn vllm_algorithm(self) -> Option<VllmAlgorithm> {
+        match self {
+            Scheme::Dynamo => None,
+            Scheme::VllmSha256Cbor => Some(VllmAlgorithm::Sha256Cbor),
+            Scheme::VllmXxhashCbor => Some(VllmAlgorithm::XxhashCbor),
+            Scheme::VllmLegacySha256Cbor64 => Some(VllmAlgorithm::LegacySha256Cbor64),
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Everything that selects a chain, for run-time choice of scheme.
+///
+/// Fields that a scheme does not use are ignored by it: Dynamo ignores `hash_seed` and
+/// `cache_salt`; vLLM ignores `cache_namespace` and `eagle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainSpec {
+    /// Which recipe.
+    pub scheme: Scheme,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// LoRA adapter name; empty or `None` means the base model.
+    pub lora_name: Option<alloc::string::String>,
+    /// Dynamo cache namespace; empty or `None` means none.
+    pub cache_namespace: Option<alloc::string::String>,
+    /// Dynamo Eagle (speculative decoding) windows of `block_size + 1` tokens.
+    pub eagle: bool,
+    /// vLLM root seed string (`PYTHONHASHSEED`); `None` uses vLLM's fixed default.
+    pub hash_seed: Option<alloc::string::String>,
+    /// vLLM `cache_salt`, mixed into the first block only.
+    pub cache_salt: Option<alloc::string::String>,
+}
+
+impl ChainSpec {
+    /// A spec for `scheme` with `block_size` and every option off.
+    pub fn new(scheme: Scheme, block_size: usize) -> Self {
+        ChainSpec {
+            scheme,
+            block_size,
+            lora_name: None,
+            cache_namespace: None,
+            eagle: false,
+            hash_seed: None,
+            cache_salt: None,
+        }
+    }
+
+    /// Builds the incremental chain this spec describes, starting from an empty prefix.
+    pub fn build(&self) -> Result<BlockChain, ChainError> {
+        Ok(match self.scheme.vllm_algorithm() {
+            None => {
+                let hasher = DynamoHasher::new(self.block_size)?
+                    .with_lora_name(self.lora_name.as_deref().unwrap_or(""))
+                    .with_cache_namespace(self.cache_namespace.as_deref().unwrap_or(""))
+                    .with_eagle(self.eagle);
+                BlockChain::Dynamo(DynamoChain::new(hasher))
+            }
+            Some(algorithm) => {
+                let seed = self.hash_seed.as_deref().unwrap_or(vllm::DEFAULT_HASH_SEED);
+                let mut hasher = VllmHasher::new(algorithm, self.block_size, seed)?;
+                if let Some(lora) = self.lora_name.as_deref().filter(|s| !s.is_empty()) {
+                    hasher = hasher.with_lora_name(lora);
+                }
+                if let Some(salt) = self.cache_salt.as_deref().filter(|s| !s.is_empty()) {
+                    hasher = hasher.with_cache_salt(salt);
+                }
+                BlockChain::Vllm(VllmChain::new(hasher))
+            }
+        })
+    }
+
+    /// Hashes a whole token sequence in one call.
+    pub fn hash(&self, tokens: &[u32]) -> Result<BlockHashes, ChainError> {
+        Ok(match self.build()? {
+            BlockChain::Dynamo(chain) => chain.hasher().hash(tokens),
+            BlockChain::Vllm(chain) => {
+                let digests = chain.hasher().hash(tokens);
+                let sequence = digests.iter().map(Digest::id).collect();
+                BlockHashes { sequence, local: Vec::new(), digests }
+            }
+        })
+    }
+}
+
+/// An incremental chain of either family: feed tokens in any chunks, get each block as soon as
+/// it is complete.
+#[derive(Clone, Debug)]
+pub enum BlockChain {
+    /// A Dynamo chain.
+    Dynamo(DynamoChain),
+    /// A vLLM chain.
+    Vllm(VllmChain),
+}
+
+impl BlockChain {
+    /// Appends tokens; calls `on_block` with the id (sequence hash) of every block they
+    /// complete, in order.
+    pub fn extend(&mut self, tokens: &[u32], mut on_block: impl FnMut(u64)) {
+        match self {
+            BlockChain::Dynamo(c) => c.extend(tokens, |b| on_block(b.sequence)),
+            BlockChain::Vllm(c) => c.extend(tokens, on_block),
+        }
+    }
+
+    /// Number of complete blocks so far.
+    pub fn blocks(&self) -> usize {
+        match self {
+            BlockChain::Dynamo(c) => c.blocks(),
+            BlockChain::Vllm(c) => c.blocks(),
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! # kvreuse-core
+//!
+//! The part of kvreuse that computes numbers. A KV-cache-aware router cuts each prompt into
+//! fixed-size token blocks and names every complete block by a 64-bit id that chains its
+//! parent's id, so equal ids mean equal prefixes. This crate turns tokens into those ids
+//! ([`chain`]) exactly as NVIDIA Dynamo's router and vLLM's prefix cache do.
+//!
+//! Everything here is free of I/O and of `std`: the command-line tool, a router linking the
+//! native crate and the browser build all run this same code, so they give identical answers
+//! by construction.
+//!
+//! # Feature flags
+//!
+//! None. The crate is always `#![no_std]` and needs only `alloc`; the conveniences that need
+//! an operating system (threads, files, the network) live in the native `kvreuse` crate.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod chain;

@@ -1,0 +1,156 @@
+//! `kvreuse hash`: token ids in (JSON on stdin), block hashes out (JSON on stdout).
+
+use std::io::{self, Read, Write};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kvreuse::core::chain::{ChainSpec, DynamoHasher, Scheme};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Arguments of `kvreuse hash`.
+#[derive(Debug, Args)]
+pub(crate) struct HashArgs {
+    /// Tokens per block.
+    #[arg(long, value_name = "N")]
+    block_size: usize,
+    /// Hash scheme: dynamo, vllm-sha256-cbor, vllm-xxhash-cbor or vllm-legacy-sha256-cbor-64bit.
+    #[arg(long, default_value = "dynamo", value_parser = parse_scheme)]
+    scheme: Scheme,
+    /// LoRA adapter name (empty: the base model).
+    #[arg(long, value_name = "S")]
+    lora_name: Option<String>,
+    /// Dynamo cache namespace.
+    #[arg(long, value_name = "S")]
+    cache_namespace: Option<String>,
+    /// Dynamo Eagle windows (block size + 1 tokens, stride block size).
+    #[arg(long)]
+    eagle: bool,
+    /// vLLM root seed string (PYTHONHASHSEED); default "vllm-none-hash".
+    #[arg(long, value_name = "S")]
+    hash_seed: Option<String>,
+    /// vLLM cache salt (mixed into the first block).
+    #[arg(long, value_name = "S")]
+    cache_salt: Option<String>,
+}
+
+fn parse_scheme(name: &str) -> Result<Scheme, String> {
+    Scheme::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown scheme {name:?} (expected one of {})", names.join(", "))
+    })
+}
+
+#[derive(Serialize)]
+struct DynamoOutput {
+    local_hashes: Vec<u64>,
+    sequence_hashes: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct VllmOutput {
+    sequence_hashes: Vec<u64>,
+    digests: Vec<String>,
+}
+
+/// The input: a bare array of token ids, or an object with `tokens` and, for Dynamo,
+/// `mm_hashes_per_block`.
+struct Input {
+    tokens: Vec<u32>,
+    mm_hashes_per_block: Option<Vec<Option<Vec<u64>>>>,
+}
+
+fn parse_input(text: &str) -> Result<Input> {
+    let value: Value = serde_json::from_str(text).context("stdin is not JSON")?;
+    match value {
+        Value::Array(items) => Ok(Input { tokens: token_ids(&items)?, mm_hashes_per_block: None }),
+        Value::Object(mut map) => {
+            let Some(Value::Array(items)) = map.remove("tokens") else {
+                bail!("the input object needs a \"tokens\" array");
+            };
+            let tokens = token_ids(&items)?;
+            let mm =
+                match map.remove("mm_hashes_per_block") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(serde_json::from_value(v).context(
+                        "\"mm_hashes_per_block\" must be an array of u64 arrays or nulls",
+                    )?),
+                };
+            if let Some(key) = map.keys().next() {
+                bail!("unknown key {key:?} in the input object");
+            }
+            Ok(Input { tokens, mm_hashes_per_block: mm })
+        }
+        _ => bail!("expected a JSON array of token ids or an object with \"tokens\""),
+    }
+}
+
+fn token_ids(items: &[Value]) -> Result<Vec<u32>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_u64().and_then(|t| u32::try_from(t).ok()).with_context(|| {
+                format!("token {i} is {v}, not a token id (an integer in 0..=4294967295)")
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn run(args: &HashArgs) -> Result<()> {
+    let mut spec = ChainSpec::new(args.scheme, args.block_size);
+    let dynamo = args.scheme == Scheme::Dynamo;
+    if dynamo {
+        for (given, flag) in
+            [(args.hash_seed.is_some(), "--hash-seed"), (args.cache_salt.is_some(), "--cache-salt")]
+        {
+            if given {
+                bail!("{flag} applies to the vLLM schemes only");
+            }
+        }
+    } else if args.cache_namespace.is_some() || args.eagle {
+        bail!("--cache-namespace and --eagle apply to the dynamo scheme only");
+    }
+    spec.lora_name.clone_from(&args.lora_name);
+    spec.cache_namespace.clone_from(&args.cache_namespace);
+    spec.eagle = args.eagle;
+    spec.hash_seed.clone_from(&args.hash_seed);
+    spec.cache_salt.clone_from(&args.cache_salt);
+    // Validate the settings before reading what may be a large input.
+    spec.build()?;
+
+    let mut text = String::new();
+    io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
+    let input = parse_input(&text)?;
+
+    let mut out = io::stdout().lock();
+    match (&input.mm_hashes_per_block, dynamo) {
+        (Some(_), false) => bail!("\"mm_hashes_per_block\" applies to the dynamo scheme only"),
+        (Some(mm), true) => {
+            let hasher = DynamoHasher::new(args.block_size)?
+                .with_lora_name(args.lora_name.as_deref().unwrap_or(""))
+                .with_cache_namespace(args.cache_namespace.as_deref().unwrap_or(""))
+                .with_eagle(args.eagle);
+            let hashes = hasher.hash_multimodal(&input.tokens, mm)?;
+            let output =
+                DynamoOutput { local_hashes: hashes.local, sequence_hashes: hashes.sequence };
+            serde_json::to_writer(&mut out, &output)?;
+        }
+        (None, _) => {
+            let hashes = spec.hash(&input.tokens)?;
+            if dynamo {
+                let output =
+                    DynamoOutput { local_hashes: hashes.local, sequence_hashes: hashes.sequence };
+                serde_json::to_writer(&mut out, &output)?;
+            } else {
+                let digests = hashes.digests.iter().map(|d| format!("{d:x}")).collect();
+                serde_json::to_writer(
+                    &mut out,
+                    &VllmOutput { sequence_hashes: hashes.sequence, digests },
+                )?;
+            }
+        }
+    }
+    writeln!(out)?;
+    out.flush().context("cannot write stdout")
+}

@@ -1,0 +1,28 @@
+# Helpers shared by the scripts in this folder. Sourced, not run.
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# apt_install PACKAGE... : installs the Debian packages that are missing (one apt-get update).
+apt_updated=
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  if [ -z "$apt_updated" ]; then
+    timeout 600 $sudo apt-get update -qq
+    apt_updated=1
+  fi
+  echo "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive timeout 1200 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# rust_target TRIPLE : makes sure rustup has the target; returns 1 when it cannot be added.
+rust_target() {
+  rustup target list --installed 2>/dev/null | grep -qx "$1" && return 0
+  echo "adding rust target $1"
+  timeout 300 rustup target add "$1"
+}
