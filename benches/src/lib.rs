@@ -26,3 +26,5 @@ impl SplitMix64 {
         (0..n).map(|_| (self.next_u64() % 152_064) as u32).collect()
     }
 }
+
+pub mod reference_history;

@@ -14,8 +14,12 @@
 //! None. The crate is always `#![no_std]` and needs only `alloc`; the conveniences that need
 //! an operating system (threads, files, the network) live in the native `kvreuse` crate.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 extern crate alloc;
 
 pub mod chain;
+pub mod history;
+
+mod prefetch;
+mod sync;

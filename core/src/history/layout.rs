@@ -1,0 +1,391 @@
+//! Sizes, the keyed id mix, the slot-word format and the liveness rule.
+
+use super::HistoryError;
+
+/// 32-bit words per bucket: one 64-byte cache line, stored as eight 64-bit pairs. Word 0 is
+/// the bucket's header (overflow counts and the slot it fills next), words 1 to 15 are slots.
+pub const BUCKET_WORDS: usize = 16;
+
+/// Slots per bucket.
+pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 1;
+
+/// Largest capacity: a slot word must hold an insertion number modulo twice the capacity and
+/// at least four tag bits, and a header must count up to the capacity in 28 bits.
+pub const MAX_CAPACITY: usize = 1 << 27;
+
+/// Occupied fraction of a full history's slots, as a ratio: 3/5.
+const LOAD: (usize, usize) = (3, 5);
+
+/// The shape of a history of a given capacity: how many ids it keeps (ring length) and how
+/// many buckets its index has.
+///
+/// A full history's index runs at 60% load: 15 slots per 64-byte bucket, so
+/// `64 / (15 * 0.6) = 7.11` bytes per entry on top of the 8-byte ring. At that load about 2%
+/// of ids overflow their first bucket, and a lookup reads one cache line of index (plus, when
+/// present, one of ring). Small histories get more room (memory is negligible there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    capacity: usize,
+    buckets: usize,
+}
+
+impl Layout {
+    /// The layout for `capacity` entries.
+    pub fn for_capacity(capacity: usize) -> Result<Self, HistoryError> {
+        if capacity == 0 {
+            return Err(HistoryError::ZeroCapacity);
+        }
+        if capacity > MAX_CAPACITY {
+            return Err(HistoryError::CapacityTooLarge { capacity });
+        }
+        let buckets = if capacity <= BUCKET_SLOTS {
+            // One bucket holds them all.
+            1
+        } else {
+            let loaded = (capacity * LOAD.1).div_ceil(BUCKET_SLOTS * LOAD.0);
+            // At most 50% load while that takes under 256 buckets.
+            let roomy = (2 * capacity).div_ceil(BUCKET_SLOTS).min(256);
+            loaded.max(roomy)
+        };
+        Ok(Layout { capacity, buckets })
+    }
+
+    /// Ids kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Buckets in the index.
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+
+    /// 64-bit words in the index: eight per bucket, each holding two 32-bit words.
+    pub fn pairs(&self) -> usize {
+        self.buckets * BUCKET_WORDS / 2
+    }
+
+    /// The largest capacity whose footprint, as `bytes_for` measures it, fits in `budget`.
+    /// `bytes_for` must grow with capacity.
+    pub fn largest_within(
+        budget: usize,
+        bytes_for: impl Fn(&Layout) -> usize,
+    ) -> Result<Self, HistoryError> {
+        let fits = |capacity: usize| {
+            Layout::for_capacity(capacity).ok().filter(|layout| bytes_for(layout) <= budget)
+        };
+        let Some(mut best) = fits(1) else {
+            return Err(HistoryError::BudgetTooSmall { bytes: budget });
+        };
+        let (mut lo, mut hi) = (1usize, MAX_CAPACITY + 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match fits(mid) {
+                Some(layout) => {
+                    best = layout;
+                    lo = mid;
+                }
+                None => hi = mid,
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// The per-instance key that re-mixes ids before they pick buckets.
+///
+/// Block ids are a public hash of user-controlled tokens, so an attacker can craft ids that
+/// share any bits they like. Two keyed multiply-xorshift rounds make bucket choice depend on a
+/// secret, which is enough to defeat such flooding at about a nanosecond per id.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mixer {
+    k0: u64,
+    k1: u64,
+}
+
+const M1: u64 = 0xbf58_476d_1ce4_e5b9;
+const M2: u64 = 0x94d0_49bb_1331_11eb;
+const M3: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(M3);
+    z = (z ^ (z >> 30)).wrapping_mul(M1);
+    z = (z ^ (z >> 27)).wrapping_mul(M2);
+    z ^ (z >> 31)
+}
+
+impl Mixer {
+    pub(crate) fn new(seed: u64) -> Self {
+        let k0 = splitmix(seed);
+        Mixer { k0, k1: splitmix(k0) }
+    }
+
+    #[inline(always)]
+    pub(crate) fn mix(&self, id: u64) -> u64 {
+        let mut h = id ^ self.k0;
+        h = (h ^ (h >> 32)).wrapping_mul(M1);
+        h = (h ^ (h >> 29) ^ self.k1).wrapping_mul(M2);
+        h ^ (h >> 32)
+    }
+}
+
+/// How many classes the ids overflowing one bucket are counted in (see `table`).
+pub(crate) const CLASSES: u32 = 7;
+
+/// Where an id may live, its tag and its overflow class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Home {
+    /// The bucket it goes to when that has room.
+    pub(crate) first: usize,
+    /// Where it overflows to otherwise; never `first` when there are two buckets or more.
+    pub(crate) second: usize,
+    /// The tag bits its slot word carries: non-zero, already shifted into place.
+    pub(crate) tag: u32,
+    /// Its overflow class, `0..CLASSES`.
+    pub(crate) class: u32,
+}
+
+impl Home {
+    /// A placeholder for fixed-size arrays of homes.
+    pub(crate) const NONE: Home = Home { first: 0, second: 0, tag: 0, class: 0 };
+}
+
+/// How many consecutive epochs (runs of `capacity` insertions) a slot word tells apart.
+const EPOCHS: u32 = 4;
+
+/// The slot-word format for one capacity.
+///
+/// A slot word is `tag | epoch | position`: `position` is where the id sits in the ring,
+/// `epoch` is its insertion number divided by the capacity, modulo 4, and `tag` (the
+/// remaining high bits, never zero) filters out most other ids without reading the ring. The
+/// word `0` is an empty slot.
+///
+/// Entries are never deleted when evicted: once the ring has moved `capacity` insertions past
+/// a slot's insertion, the liveness rule ([`View::is_live`]) rejects its word, and a later
+/// write to its bucket reuses the slot. Evicting an id that sits in its first bucket touches
+/// no memory at all. A dead word could only look live again after four epochs without its
+/// bucket reusing it; buckets reuse their slots every 1.6 epochs on average, and a lookup that
+/// meets such a word still reads the ring before believing it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Codec {
+    buckets: u64,
+    pos_bits: u32,
+    pos_mask: u32,
+    tag_shift: u32,
+}
+
+impl Codec {
+    pub(crate) fn new(layout: &Layout) -> Self {
+        let pos_bits = (usize::BITS - (layout.capacity - 1).leading_zeros()).max(1);
+        Codec {
+            buckets: layout.buckets as u64,
+            pos_bits,
+            pos_mask: (1 << pos_bits) - 1,
+            tag_shift: pos_bits + EPOCHS.trailing_zeros(),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn home(&self, h: u64) -> Home {
+        // Multiply-shift range reduction of each 32-bit half picks the two buckets; the tag
+        // comes from the top bits of a third product.
+        let first = (((h & 0xffff_ffff) * self.buckets) >> 32) as usize;
+        let mut second = (((h >> 32) * self.buckets) >> 32) as usize;
+        if second == first && self.buckets > 1 {
+            second = if first + 1 == self.buckets as usize { 0 } else { first + 1 };
+        }
+        let t = h.wrapping_mul(M3);
+        // The top bits of a product depend on all of `h`; the tag keeps them in place.
+        let tag = (t >> 32) as u32 & !((1 << self.tag_shift) - 1);
+        let tag = tag | u32::from(tag == 0) << 31;
+        let class = ((t & 0xffff) as u32 * CLASSES) >> 16;
+        Home { first, second, tag, class }
+    }
+
+    /// The tag bits of a word.
+    #[inline(always)]
+    pub(crate) fn tag(&self, word: u32) -> u32 {
+        word & !((1 << self.tag_shift) - 1)
+    }
+
+    /// The ring position a word points to.
+    #[inline(always)]
+    pub(crate) fn position(&self, word: u32) -> usize {
+        (word & self.pos_mask) as usize
+    }
+
+    #[inline(always)]
+    fn epoch(&self, word: u32) -> u32 {
+        (word >> self.pos_bits) & (EPOCHS - 1)
+    }
+
+    /// The word of an id with `tag` inserted at `position` in epoch `epoch` (any count).
+    #[inline(always)]
+    pub(crate) fn word(&self, tag: u32, epoch: u32, position: usize) -> u32 {
+        tag | (epoch & (EPOCHS - 1)) << self.pos_bits | position as u32
+    }
+}
+
+/// What a reader (or the writer) knows of the ring at one moment: enough to tell live slot
+/// words from dead ones.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View {
+    /// Insertions so far.
+    pub(crate) now: u64,
+    /// Live entries: the last `len` insertions.
+    pub(crate) len: u32,
+    /// Ring position of the next insertion, `now % capacity`.
+    pub(crate) tail: usize,
+    /// Epoch of the next insertion, `now / capacity` (modulo 2^32).
+    pub(crate) epoch: u32,
+    pub(crate) capacity: u32,
+}
+
+impl View {
+    pub(crate) fn new(now: u64, start: u64, capacity: usize) -> Self {
+        let cap = capacity as u64;
+        View {
+            now,
+            len: (now - start).min(cap) as u32,
+            tail: (now % cap) as usize,
+            epoch: (now / cap) as u32,
+            capacity: cap as u32,
+        }
+    }
+
+    /// The view after one more insertion.
+    #[inline(always)]
+    pub(crate) fn advanced(&self) -> View {
+        let wraps = self.tail + 1 == self.capacity as usize;
+        View {
+            now: self.now + 1,
+            len: (self.len + 1).min(self.capacity),
+            tail: if wraps { 0 } else { self.tail + 1 },
+            epoch: self.epoch.wrapping_add(u32::from(wraps)),
+            capacity: self.capacity,
+        }
+    }
+
+    /// How many insertions ago the current occupant of the word's ring position was written
+    /// (0 = the newest).
+    #[inline(always)]
+    pub(crate) fn age(&self, codec: &Codec, word: u32) -> u32 {
+        self.age_at(codec.position(word))
+    }
+
+    /// How many insertions ago ring position `position` was written (0 = the newest).
+    /// Branch-free: the writer evaluates it for whole buckets.
+    #[inline(always)]
+    pub(crate) fn age_at(&self, position: usize) -> u32 {
+        let position = position as u32;
+        let wrapped = u32::from(position >= self.tail as u32);
+        (self.tail as u32)
+            .wrapping_sub(1)
+            .wrapping_sub(position)
+            .wrapping_add(wrapped * self.capacity)
+    }
+
+    /// The ring position after `position`.
+    #[inline(always)]
+    pub(crate) fn next_position(&self, position: usize) -> usize {
+        if position + 1 == self.capacity as usize { 0 } else { position + 1 }
+    }
+
+    /// Whether `word` names the entry that currently occupies its ring position.
+    #[inline(always)]
+    pub(crate) fn is_live(&self, codec: &Codec, word: u32) -> bool {
+        let position = codec.position(word) as u32;
+        let wrapped = u32::from(position >= self.tail as u32);
+        // The occupant of a position at or past the tail was written in the previous epoch.
+        let epoch = self.epoch.wrapping_sub(wrapped) & (EPOCHS - 1);
+        let age = (self.tail as u32)
+            .wrapping_sub(1)
+            .wrapping_sub(position)
+            .wrapping_add(wrapped * self.capacity);
+        (word != 0) & (codec.epoch(word) == epoch) & (age < self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_grow_with_capacity_and_approach_the_target_load() {
+        let mut last = 0;
+        for capacity in (1..5000).chain([1 << 20, 8_388_608, MAX_CAPACITY]) {
+            let layout = Layout::for_capacity(capacity).unwrap();
+            assert!(layout.buckets() * BUCKET_SLOTS >= capacity);
+            assert!(layout.buckets() >= last, "{capacity}");
+            last = layout.buckets();
+        }
+        let big = Layout::for_capacity(8_388_608).unwrap();
+        let load = 8_388_608.0 / (big.buckets() * BUCKET_SLOTS) as f64;
+        assert!((0.59..=0.6).contains(&load), "{load}");
+        assert_eq!(Layout::for_capacity(0), Err(HistoryError::ZeroCapacity));
+        assert!(Layout::for_capacity(MAX_CAPACITY + 1).is_err());
+    }
+
+    #[test]
+    fn largest_within_is_the_largest_that_fits() {
+        let bytes = |l: &Layout| l.capacity() * 8 + l.pairs() * 8;
+        for budget in [200usize, 1000, 4096, 1 << 20, 3 << 20] {
+            let best = Layout::largest_within(budget, bytes).unwrap();
+            assert!(bytes(&best) <= budget);
+            let next = Layout::for_capacity(best.capacity() + 1).unwrap();
+            assert!(bytes(&next) > budget, "{budget}");
+        }
+        assert_eq!(
+            Layout::largest_within(10, bytes),
+            Err(HistoryError::BudgetTooSmall { bytes: 10 })
+        );
+    }
+
+    #[test]
+    fn homes_have_two_buckets_and_a_tag() {
+        for capacity in [1, 2, 3, 16, 17, 1000, MAX_CAPACITY] {
+            let layout = Layout::for_capacity(capacity).unwrap();
+            let codec = Codec::new(&layout);
+            let mixer = Mixer::new(capacity as u64);
+            for id in 0..200u64 {
+                let home = codec.home(mixer.mix(id));
+                assert!(home.first < layout.buckets() && home.second < layout.buckets());
+                assert!(home.first != home.second || layout.buckets() == 1);
+                assert_ne!(home.tag, 0);
+                assert!(home.class < CLASSES);
+                let position = (id as usize * 7919) % capacity;
+                let word = codec.word(home.tag, id as u32, position);
+                assert_eq!(codec.tag(word), home.tag);
+                assert_eq!(codec.position(word), position);
+                assert_eq!(codec.epoch(word), id as u32 % EPOCHS);
+            }
+        }
+    }
+
+    /// Within four epochs of its insertion a word is live exactly while the insertion is among
+    /// the last `capacity`; after that it may alias, which lookups catch by reading the ring.
+    #[test]
+    fn a_word_is_live_exactly_while_its_insertion_is_among_the_last_capacity() {
+        let codec = Codec::new(&Layout::for_capacity(5).unwrap());
+        for start in [0u64, 3] {
+            for inserted in start..60 {
+                let word = codec.word(1 << 31, (inserted / 5) as u32, (inserted % 5) as usize);
+                let mut view = View::new(inserted + 1, start, 5);
+                for now in inserted + 1..=inserted + 20 {
+                    assert_eq!(view.now, now);
+                    let fresh = View::new(now, start, 5);
+                    assert_eq!(
+                        (view.len, view.tail, view.epoch),
+                        (fresh.len, fresh.tail, fresh.epoch)
+                    );
+                    let live = now - inserted <= 5;
+                    assert_eq!(view.is_live(&codec, word), live, "{start} {inserted} {now}");
+                    if live {
+                        assert_eq!(u64::from(view.age(&codec, word)), now - 1 - inserted);
+                    }
+                    view = view.advanced();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,627 @@
+//! The index and the ring shared by the writer and its readers: lookups, placement, moves.
+//!
+//! A bucket is one 64-byte cache line: eight 64-bit words holding sixteen 32-bit ones. Word 0
+//! is the header, words 1 to 15 are slots. A lookup loads the line in eight loads and compares
+//! two slot tags per 64-bit operation.
+//!
+//! Every id has a first bucket and a second. It goes to its first bucket when that has a free
+//! slot, and overflows to its second otherwise. The first bucket's header counts its live
+//! overflowed ids exactly, in seven classes by a hash of the id (the writer decrements a count
+//! when such an id is evicted), so a lookup reads the second bucket only when an id of its own
+//! class has overflowed: for about one absent id in two hundred at the index's load. Absent ids
+//! thus cost one cache line, and their lookups all take the same, well-predicted path.
+//!
+//! A bucket fills its slots round-robin, and ids leave the history in the order they entered
+//! it, so the slot a bucket fills next holds its oldest id: the bucket has room exactly when
+//! that one id is dead, which takes one check rather than fifteen. Only buckets disturbed by
+//! a move (rare) need a full scan.
+
+use alloc::vec::Vec;
+
+#[cfg(test)]
+use super::layout::CLASSES;
+use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Codec, Home, Mixer, View};
+use super::{HistoryError, Layout, Storage};
+use crate::prefetch::prefetch;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Ids a lookup or insert handles per batch. A batch is worked through in stages, each stage
+/// issuing the memory accesses the next one needs for every id of the batch at once, so that
+/// their cache misses overlap instead of queueing one after another.
+pub(crate) const BATCH: usize = 32;
+
+/// How deep the writer searches for a chain of moves that frees a slot.
+const MOVE_DEPTH: u32 = 2;
+
+/// 64-bit words per bucket.
+const PAIRS: usize = BUCKET_WORDS / 2;
+
+/// Bits of the slots within a bucket mask (bit `i` is word `i`; bit 0 is the header).
+const SLOTS: u32 = ((1 << BUCKET_WORDS) - 1) & !1;
+
+/// The header: seven 4-bit overflow counts, one per class, then the slot filled next in the
+/// top four bits (`0` meaning 1).
+const COUNT_BITS: u32 = 4;
+const COUNT_MAX: u32 = (1 << COUNT_BITS) - 1;
+const NEXT_SHIFT: u32 = 28;
+
+/// What the writer and its readers share.
+pub(crate) struct Shared<S> {
+    pub(crate) storage: S,
+    pub(crate) layout: Layout,
+    pub(crate) codec: Codec,
+    pub(crate) mixer: Mixer,
+    /// Insertions since construction; published before a ring entry is overwritten.
+    pub(crate) now: AtomicU64,
+    /// `now` at the last `clear`: only insertions after it are live.
+    pub(crate) start: AtomicU64,
+}
+
+/// The writer's record of which ring positions hold an id that sits in its second bucket,
+/// one bit per position: when such an id is evicted, its first bucket's count goes down.
+/// Read and written sequentially, alongside the ring.
+#[derive(Debug)]
+pub(crate) struct OverflowFlags(Vec<u64>);
+
+impl OverflowFlags {
+    pub(crate) fn new(capacity: usize) -> Result<Self, HistoryError> {
+        let words = capacity.div_ceil(64);
+        let mut bits = Vec::new();
+        bits.try_reserve_exact(words)
+            .map_err(|_| HistoryError::AllocationFailed { bytes: Self::bytes_for(capacity) })?;
+        bits.resize(words, 0);
+        Ok(OverflowFlags(bits))
+    }
+
+    pub(crate) fn bytes_for(capacity: usize) -> usize {
+        capacity.div_ceil(64) * 8
+    }
+
+    pub(crate) fn set(&mut self, position: usize) {
+        self.0[position / 64] |= 1 << (position % 64);
+    }
+
+    pub(crate) fn get(&self, position: usize) -> bool {
+        self.0[position / 64] & (1 << (position % 64)) != 0
+    }
+
+    /// Clears the flag at `position`; returns whether it was set.
+    pub(crate) fn take(&mut self, position: usize) -> bool {
+        let was = self.get(position);
+        self.0[position / 64] &= !(1 << (position % 64));
+        was
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.fill(0);
+    }
+}
+
+/// One pass over a bucket for one id: the slots carrying its tag, and whether ids of its
+/// class have overflowed from it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scan {
+    bucket: usize,
+    tagged: u32,
+    overflowed: bool,
+}
+
+impl Scan {
+    /// Whether the id is certainly absent: no slot with its tag, nothing of its class
+    /// overflowed.
+    #[inline(always)]
+    pub(crate) fn absent(&self) -> bool {
+        self.tagged == 0 && !self.overflowed
+    }
+}
+
+/// The count of `class` in a header.
+#[inline(always)]
+fn count(header: u32, class: u32) -> u32 {
+    (header >> (COUNT_BITS * class)) & COUNT_MAX
+}
+
+impl<S: Storage> Shared<S> {
+    #[inline(always)]
+    pub(crate) fn home(&self, id: u64) -> Home {
+        self.codec.home(self.mixer.mix(id))
+    }
+
+    #[inline(always)]
+    fn pairs(&self, bucket: usize) -> &[AtomicU64] {
+        &self.storage.index()[bucket * PAIRS..(bucket + 1) * PAIRS]
+    }
+
+    #[inline(always)]
+    fn prefetch_bucket(&self, bucket: usize) {
+        prefetch(&self.storage.index()[bucket * PAIRS]);
+    }
+
+    /// Word `i` of `bucket`.
+    #[inline(always)]
+    fn word(&self, bucket: usize, i: usize) -> u32 {
+        // Ordering: Acquire pairs with the Release store of a slot word, so the ring entry it
+        // points to is visible. (The writer, reading its own stores, would need nothing; on
+        // x86-64 an Acquire load is a plain load, and one code path serves both.)
+        (self.pairs(bucket)[i / 2].load(Ordering::Acquire) >> (32 * (i % 2))) as u32
+    }
+
+    /// One pass over a bucket for an id with `home`. The word holding the header is read last:
+    /// a resident moving out of its first bucket is counted in the header before it leaves,
+    /// so a reader that misses it in the slots sees the count.
+    #[inline(always)]
+    pub(crate) fn scan(&self, bucket: usize, home: &Home) -> Scan {
+        // After masking to the tag bits and shifting right by one, each 32-bit half is zero
+        // (a match) or between 2 and 2^31 - 1; subtracting one from each half then sets its
+        // top bit exactly when it was zero (a borrow out of a zero low half takes the high
+        // half down by one more, which leaves a non-zero high half positive).
+        const ONES: u64 = 0x0000_0001_0000_0001;
+        const TOPS: u64 = 0x8000_0000_8000_0000;
+        let p = self.pairs(bucket);
+        let tags = u64::from(home.tag) | u64::from(home.tag) << 32;
+        let high = u64::from(self.codec.tag(u32::MAX));
+        let high = high | high << 32;
+        let mut zeros = [0u64; PAIRS];
+        let mut any = 0;
+        let mut header = 0;
+        for i in [1, 2, 3, 4, 5, 6, 7, 0] {
+            // Ordering: Acquire, as in `word`; also pairs with the Release store of a count.
+            let pair = p[i].load(Ordering::Acquire);
+            let diff = ((pair ^ tags) & high) >> 1;
+            zeros[i] = diff.wrapping_sub(ONES) & TOPS;
+            any |= zeros[i];
+            if i == 0 {
+                header = pair as u32;
+            }
+        }
+        let mut tagged = 0;
+        if any != 0 {
+            for (i, z) in zeros.iter().enumerate() {
+                tagged |= ((((z >> 31) & 1) | ((z >> 62) & 2)) as u32) << (2 * i);
+            }
+        }
+        Scan {
+            bucket,
+            tagged: tagged & SLOTS,
+            overflowed: bucket == home.first && count(header, home.class) != 0,
+        }
+    }
+
+    /// The first slot word among a scan's tagged slots that carries `home`'s tag and is live:
+    /// the id's likely slot, before the ring confirms it.
+    #[inline(always)]
+    fn candidate(&self, scan: &Scan, home: &Home, view: &View) -> Option<u32> {
+        let mut tagged = scan.tagged;
+        while tagged != 0 {
+            let word = self.word(scan.bucket, tagged.trailing_zeros() as usize);
+            tagged &= tagged - 1;
+            if self.codec.tag(word) == home.tag && view.is_live(&self.codec, word) {
+                return Some(word);
+            }
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn ring_entry(&self, word: u32) -> &AtomicU64 {
+        &self.storage.ring()[self.codec.position(word)]
+    }
+
+    /// Whether the ring entry `word` points to holds `id`.
+    #[inline(always)]
+    fn holds(&self, word: u32, id: u64) -> bool {
+        // Ordering: Acquire pairs with the ring store (Release), so a reader that sees a newer
+        // id also sees the count published before it (checked by `still_valid`).
+        self.ring_entry(word).load(Ordering::Acquire) == id
+    }
+
+    /// `id`'s live slot word among a scan's tagged slots, if any.
+    #[inline(always)]
+    fn search(&self, scan: &Scan, id: u64, home: &Home, view: &View) -> Option<u32> {
+        let mut tagged = scan.tagged;
+        while tagged != 0 {
+            let word = self.word(scan.bucket, tagged.trailing_zeros() as usize);
+            tagged &= tagged - 1;
+            if self.codec.tag(word) == home.tag
+                && view.is_live(&self.codec, word)
+                && self.holds(word, id)
+            {
+                return Some(word);
+            }
+        }
+        None
+    }
+
+    /// `id`'s live slot word, given its first bucket's scan: that bucket, then, if ids of its
+    /// class have overflowed, the second.
+    #[inline(always)]
+    fn find_from(&self, first: &Scan, id: u64, home: &Home, view: &View) -> Option<u32> {
+        if let Some(word) = self.search(first, id, home, view) {
+            return Some(word);
+        }
+        if first.overflowed {
+            return self.search(&self.scan(home.second, home), id, home, view);
+        }
+        None
+    }
+
+    /// The live slot word of `id` under `view`, if any.
+    #[inline(always)]
+    pub(crate) fn find(&self, id: u64, home: &Home, view: &View) -> Option<u32> {
+        self.find_from(&self.scan(home.first, home), id, home, view)
+    }
+
+    /// If the ring entry after `position` holds `id` and is live, its position: `id` is then
+    /// present without a look at the index.
+    ///
+    /// This is the common case for prefix lookups: a completion inserts its new block ids in
+    /// order, so the blocks of a prompt that shares that prefix usually sit in consecutive ring
+    /// positions, and confirming each after the first takes one sequential read.
+    #[inline(always)]
+    pub(crate) fn walk(&self, position: usize, id: u64, view: &View) -> Option<usize> {
+        let next = view.next_position(position);
+        let ring = self.storage.ring();
+        // Keep the sequential reads a cache line ahead of the walk.
+        if let Some(ahead) = ring.get(next + 8) {
+            prefetch(ahead);
+        }
+        // Ordering: Acquire, like every ring read (see `holds`).
+        (view.age_at(next) < view.len && ring[next].load(Ordering::Acquire) == id).then_some(next)
+    }
+
+    /// The leading run of `ids` present under `view`, and the fewest insertions that could
+    /// overwrite an entry it relied on (for a concurrent reader's re-check).
+    ///
+    /// Each id is first tried by walking the ring from the previous one's position. Where the
+    /// walk breaks, ids go through the index: the very first alone (a lookup whose first id is
+    /// absent then reads one cache line and nothing speculative), later ones in batches.
+    pub(crate) fn prefix(&self, ids: &[u64], view: &View) -> (usize, u32) {
+        let mut shortest_life = u32::MAX;
+        let mut position = None;
+        let mut k = 0;
+        while k < ids.len() {
+            if let Some(found) = position.and_then(|p| self.walk(p, ids[k], view)) {
+                shortest_life = shortest_life.min(view.capacity - 1 - view.age_at(found));
+                position = Some(found);
+                k += 1;
+                continue;
+            }
+            let batch = &ids[k..ids.len().min(k + if k == 0 { 1 } else { BATCH })];
+            let (found, last) = self.index_batch(batch, view, &mut shortest_life);
+            k += found;
+            if found < batch.len() {
+                break;
+            }
+            position = last;
+        }
+        (k, shortest_life)
+    }
+
+    /// Looks a batch up through the index: its first buckets, then the ring entries (or second
+    /// buckets) they point to, are fetched for the whole batch before any is used. Returns how
+    /// many leading ids are present and the ring position of the last of them.
+    fn index_batch(
+        &self,
+        batch: &[u64],
+        view: &View,
+        shortest_life: &mut u32,
+    ) -> (usize, Option<usize>) {
+        let mut homes = [Home::NONE; BATCH];
+        let mut words = [0u32; BATCH];
+        let homes = &mut homes[..batch.len()];
+        for (home, &id) in homes.iter_mut().zip(batch) {
+            *home = self.home(id);
+            self.prefetch_bucket(home.first);
+        }
+        // First buckets: an id that is certainly absent ends the prefix; the others get their
+        // ring entry, or their second bucket, fetched.
+        let mut end = batch.len();
+        let mut second = 0u64;
+        for (k, home) in homes.iter().enumerate() {
+            let scan = self.scan(home.first, home);
+            words[k] = self.candidate(&scan, home, view).unwrap_or(0);
+            if words[k] != 0 {
+                prefetch(self.ring_entry(words[k]));
+            } else if scan.overflowed {
+                self.prefetch_bucket(home.second);
+                second |= 1 << k;
+            } else {
+                end = k;
+                break;
+            }
+        }
+        while second != 0 {
+            let k = second.trailing_zeros() as usize;
+            second &= second - 1;
+            let scan = self.scan(homes[k].second, &homes[k]);
+            match self.candidate(&scan, &homes[k], view) {
+                Some(word) => {
+                    words[k] = word;
+                    prefetch(self.ring_entry(word));
+                }
+                None => {
+                    end = end.min(k);
+                    break;
+                }
+            }
+        }
+        // Confirm in order; a candidate whose ring entry holds another id (a tag collision)
+        // gets a full search.
+        let mut last = None;
+        for (k, (&id, home)) in batch.iter().zip(homes.iter()).enumerate().take(end) {
+            let word = match words[k] {
+                word if word != 0 && self.holds(word, id) => Some(word),
+                _ => self.find(id, home, view),
+            };
+            let Some(word) = word else {
+                return (k, last);
+            };
+            *shortest_life = (*shortest_life).min(view.capacity - 1 - view.age(&self.codec, word));
+            last = Some(self.codec.position(word));
+        }
+        (end, last)
+    }
+
+    /// Prefetches, for a batch about to be inserted, what its ids will read: first buckets,
+    /// then the ring entries of likely duplicates and the second buckets of ids that will
+    /// look or go there.
+    pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
+        for home in homes {
+            self.prefetch_bucket(home.first);
+        }
+        for home in homes {
+            let scan = self.scan(home.first, home);
+            if let Some(word) = self.candidate(&scan, home, view) {
+                prefetch(self.ring_entry(word));
+            } else if scan.overflowed || self.next_free(home.first, view).is_none() {
+                self.prefetch_bucket(home.second);
+            }
+        }
+    }
+
+    /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
+    /// will go down.
+    pub(crate) fn prefetch_for_eviction(&self, evicted: u64) {
+        self.prefetch_bucket(self.home(evicted).first);
+    }
+
+    /// Whether no entry with at least `life` insertions to go before its eviction under
+    /// `view` has been overwritten since, and the history was not cleared.
+    pub(crate) fn still_valid(&self, view: &View, life: u32) -> bool {
+        // Ordering: Acquire; the ring loads before it saw stores made after this count was
+        // published, so it is at least that recent.
+        let now = self.now.load(Ordering::Acquire);
+        let start = self.start.load(Ordering::Acquire);
+        now - view.now <= u64::from(life) && start <= view.now - u64::from(view.len)
+    }
+
+    /// Stores word `i` of `bucket` (the writer's only way to change the index).
+    #[inline(always)]
+    fn store(&self, bucket: usize, i: usize, word: u32) {
+        let pair = &self.pairs(bucket)[i / 2];
+        let shift = 32 * (i % 2);
+        // Ordering: Relaxed load, the writer reads its own stores; Release store, so that a
+        // reader that sees a slot word sees the ring entry written before it, and one that
+        // sees a resident gone sees the count that sends it to the second bucket.
+        let old = pair.load(Ordering::Relaxed);
+        pair.store(old & !(0xffff_ffff << shift) | u64::from(word) << shift, Ordering::Release);
+    }
+
+    /// A bucket's header, for the writer.
+    #[inline(always)]
+    fn header(&self, bucket: usize) -> u32 {
+        // Ordering: Relaxed; only the writer stores headers.
+        self.pairs(bucket)[0].load(Ordering::Relaxed) as u32
+    }
+
+    /// Whether one more id of `home`'s class may be counted as overflowed from its first
+    /// bucket (counts are four bits; at the index's load a count above two is rare).
+    fn may_overflow(&self, home: &Home) -> bool {
+        count(self.header(home.first), home.class) < COUNT_MAX
+    }
+
+    /// Adds one to (`up`) or takes one from the overflow count of `home`'s class in its first
+    /// bucket.
+    fn count_overflow(&self, home: &Home, up: bool) {
+        let header = self.header(home.first);
+        let one = 1 << (COUNT_BITS * home.class);
+        self.store(home.first, 0, if up { header + one } else { header - one });
+    }
+
+    /// The writer's side of an eviction: the id leaving the ring had overflowed, so its first
+    /// bucket's count goes down.
+    pub(crate) fn forget_overflow(&self, evicted: u64) {
+        self.count_overflow(&self.home(evicted), false);
+    }
+
+    /// The slot `bucket` fills next, if it is free (its id dead): the fast path of every
+    /// insert.
+    #[inline(always)]
+    fn next_free(&self, bucket: usize, view: &View) -> Option<usize> {
+        let next = (self.header(bucket) >> NEXT_SHIFT) as usize;
+        let slot = if next == 0 { 1 } else { next };
+        (!view.is_live(&self.codec, self.word(bucket, slot))).then_some(slot)
+    }
+
+    /// Fills the slot `bucket` fills next (which must be free) and moves on to the next.
+    #[inline(always)]
+    fn fill_next(&self, bucket: usize, slot: usize, word: u32) {
+        self.store(bucket, slot, word);
+        let next = if slot == BUCKET_SLOTS { 1 } else { slot + 1 };
+        // The header as it is now (storing slot 1 rewrote its 64-bit word).
+        let header = self.header(bucket);
+        self.store(bucket, 0, header & !(0xf << NEXT_SHIFT) | (next as u32) << NEXT_SHIFT);
+    }
+
+    /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
+    fn live(&self, bucket: usize, view: &View) -> u32 {
+        (1..BUCKET_WORDS)
+            .filter(|&i| view.is_live(&self.codec, self.word(bucket, i)))
+            .fold(0, |mask, i| mask | 1 << i)
+    }
+
+    /// Any free slot of `bucket` (the slow path, after moves or forced evictions disturbed
+    /// the round-robin order).
+    fn any_free(&self, bucket: usize, view: &View) -> Option<usize> {
+        let free = !self.live(bucket, view) & SLOTS;
+        (free != 0).then(|| free.trailing_zeros() as usize)
+    }
+
+    /// Indexes a new id whose ring entry is written. Returns whether it overflowed to its
+    /// second bucket, or `None` if no slot could be freed for it.
+    ///
+    /// Preference order: the first bucket's next slot, the second bucket's next slot, any free
+    /// slot of either, then a slot freed by moving residents (rare: it reads their ring
+    /// entries).
+    pub(crate) fn place(
+        &self,
+        home: &Home,
+        word: u32,
+        view: &View,
+        flags: &mut OverflowFlags,
+    ) -> Option<bool> {
+        if let Some(slot) = self.next_free(home.first, view) {
+            self.fill_next(home.first, slot, word);
+            return Some(false);
+        }
+        let may_overflow = home.second != home.first && self.may_overflow(home);
+        if let Some(slot) = self.next_free(home.second, view).filter(|_| may_overflow) {
+            // Counted before the word appears, so a reader that finds the id also knows to
+            // look in the second bucket.
+            self.count_overflow(home, true);
+            self.fill_next(home.second, slot, word);
+            return Some(true);
+        }
+        for (bucket, overflows) in [(home.first, false), (home.second, true)] {
+            if overflows && !may_overflow {
+                break;
+            }
+            let slot = self.any_free(bucket, view).or_else(|| {
+                self.make_room(bucket, MOVE_DEPTH, view, flags)
+                    .then(|| self.any_free(bucket, view))
+                    .flatten()
+            });
+            if let Some(slot) = slot {
+                if overflows {
+                    self.count_overflow(home, true);
+                }
+                self.store(bucket, slot, word);
+                return Some(overflows);
+            }
+        }
+        None
+    }
+
+    /// Frees a slot in `bucket` (which is full) by moving one of its residents that sits in
+    /// its first bucket to its second, making room there recursively up to `depth` levels.
+    /// The moved resident overflows, which `flags` records for its eviction.
+    fn make_room(&self, bucket: usize, depth: u32, view: &View, flags: &mut OverflowFlags) -> bool {
+        if self.live(bucket, view) != SLOTS {
+            return true;
+        }
+        let words: [u32; BUCKET_WORDS] = core::array::from_fn(|i| self.word(bucket, i));
+        let mut movable = [(0usize, Home::NONE); BUCKET_SLOTS];
+        let mut count = 0;
+        for (slot, &word) in words.iter().enumerate().skip(1) {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let id = self.ring_entry(word).load(Ordering::Relaxed);
+            let home = self.home(id);
+            if self.codec.tag(word) != home.tag || (home.first != bucket && home.second != bucket) {
+                // A dead word aliasing a live ring position: it names no resident.
+                self.store(bucket, slot, 0);
+                return true;
+            }
+            if home.first == bucket && home.second != bucket && self.may_overflow(&home) {
+                movable[count] = (slot, home);
+                count += 1;
+            }
+        }
+        for pass in 0..2 {
+            for &(slot, home) in &movable[..count] {
+                if self.word(bucket, slot) != words[slot] {
+                    // A deeper move went through this bucket; it may have room now.
+                    if self.any_free(bucket, view).is_some() {
+                        return true;
+                    }
+                    continue;
+                }
+                let room =
+                    pass == 0 || (depth > 1 && self.make_room(home.second, depth - 1, view, flags));
+                let target = if room { self.any_free(home.second, view) } else { None };
+                let Some(target) = target else { continue };
+                // Into the second bucket, counted, and only then out of the first: a reader
+                // that misses it in the first bucket's slots sees the count.
+                self.store(home.second, target, words[slot]);
+                self.count_overflow(&home, true);
+                self.store(bucket, slot, 0);
+                flags.set(self.codec.position(words[slot]));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes `word` over the oldest live resident of `home`'s two buckets (no slot could be
+    /// freed). Returns whether the new word went to the second bucket.
+    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> bool {
+        let buckets: &[usize] = if home.second != home.first && self.may_overflow(home) {
+            &[home.first, home.second]
+        } else {
+            &[home.first]
+        };
+        let mut best = (home.first, 1, 0);
+        for &bucket in buckets {
+            for slot in 1..BUCKET_WORDS {
+                let age = view.age(&self.codec, self.word(bucket, slot));
+                if age >= best.2 {
+                    best = (bucket, slot, age);
+                }
+            }
+        }
+        let overflowed = best.0 != home.first;
+        if overflowed {
+            self.count_overflow(home, true);
+        }
+        self.store(best.0, best.1, word);
+        overflowed
+    }
+
+    /// Empties every bucket.
+    pub(crate) fn clear(&self) {
+        for word in self.storage.index() {
+            // Ordering: Relaxed; the Release store of `start` publishes the clearing.
+            word.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+impl<S: Storage> Shared<S> {
+    /// The total overflow count of a bucket, over its classes.
+    pub(crate) fn overflow_count(&self, bucket: usize) -> u32 {
+        let header = self.header(bucket);
+        (0..CLASSES).map(|class| count(header, class)).sum()
+    }
+
+    /// Checks that every bucket's counts are exactly the live ids flagged as overflowed whose
+    /// first bucket it is, class by class; panics otherwise.
+    pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
+        let buckets = self.layout.buckets();
+        let mut expected = alloc::vec![[0u32; CLASSES as usize]; buckets];
+        let cap = view.capacity as usize;
+        for age in 0..view.len as usize {
+            let position = (view.tail + cap - 1 - age) % cap;
+            if flags.get(position) {
+                let id = self.storage.ring()[position].load(Ordering::Relaxed);
+                let home = self.home(id);
+                expected[home.first][home.class as usize] += 1;
+            }
+        }
+        for (bucket, want) in expected.iter().enumerate() {
+            let header = self.header(bucket);
+            for (class, &want) in want.iter().enumerate() {
+                assert_eq!(count(header, class as u32), want, "bucket {bucket} class {class}");
+            }
+        }
+    }
+}

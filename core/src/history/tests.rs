@@ -1,0 +1,225 @@
+//! Unit tests of the history against hand-checked cases; the randomized comparison with a
+//! naive model lives in `tests/history_model.rs`.
+
+use alloc::vec::Vec;
+
+use super::*;
+
+fn history(capacity: usize) -> History {
+    History::with_capacity(capacity, 0x5eed).unwrap()
+}
+
+#[test]
+fn duplicates_take_no_capacity_and_keep_their_age() {
+    let mut h = history(3);
+    assert_eq!(h.insert_all(&[1, 2, 3]), Inserted { new: 3, evicted: 0 });
+    assert_eq!(h.insert_all(&[1, 1, 2]), Inserted { new: 0, evicted: 0 });
+    // 1 is still the oldest despite being inserted again.
+    assert_eq!(h.insert_all(&[4]), Inserted { new: 1, evicted: 1 });
+    assert!(!h.contains(1));
+    assert_eq!(h.oldest_first().collect::<Vec<_>>(), [2, 3, 4]);
+    assert!(h.is_full());
+}
+
+#[test]
+fn seen_prefix_stops_at_the_first_miss() {
+    let mut h = history(10);
+    h.insert_all(&[10, 11, 12, 14]);
+    assert_eq!(h.seen_prefix_len(&[10, 11, 12, 13, 14]), 3);
+    assert_eq!(h.seen_prefix_len(&[13, 10]), 0);
+    assert_eq!(h.seen_prefix_len(&[]), 0);
+    assert_eq!(h.reader().seen_prefix_len(&[10, 11, 12, 13, 14]), 3);
+}
+
+#[test]
+fn capacity_one_keeps_only_the_newest() {
+    let mut h = history(1);
+    for id in 0..10u64 {
+        h.insert_all(&[id]);
+        assert!(h.contains(id));
+        assert!(id == 0 || !h.contains(id - 1));
+        assert_eq!(h.len(), 1);
+    }
+}
+
+#[test]
+fn many_epochs_stay_exact() {
+    // Far more insertions than capacity: stale slot words cycle through both parities.
+    let capacity = 100;
+    let mut h = history(capacity);
+    for round in 0..50u64 {
+        let ids: Vec<u64> = (round * 37..round * 37 + 120).collect();
+        h.insert_all(&ids);
+        let present: Vec<u64> = h.oldest_first().collect();
+        assert_eq!(present.len(), capacity);
+        for id in round * 37..round * 37 + 200 {
+            assert_eq!(h.contains(id), present.contains(&id), "round {round} id {id}");
+        }
+    }
+    assert_eq!(h.forced_evictions(), 0);
+}
+
+#[test]
+fn clear_forgets_everything_and_keeps_working() {
+    let mut h = history(4);
+    h.insert_all(&[1, 2, 3, 4, 5]);
+    let reader = h.reader();
+    h.clear();
+    assert_eq!(h.len(), 0);
+    assert_eq!(reader.len(), 0);
+    assert!(!h.contains(5) && !reader.contains(5));
+    assert_eq!(h.insert_all(&[5, 6]), Inserted { new: 2, evicted: 0 });
+    assert_eq!(h.oldest_first().collect::<Vec<_>>(), [5, 6]);
+    assert!(reader.contains(6));
+}
+
+#[test]
+fn zero_capacity_and_tiny_budgets_are_errors() {
+    assert_eq!(History::with_capacity(0, 1).unwrap_err(), HistoryError::ZeroCapacity);
+    assert!(matches!(
+        History::with_byte_budget(8, 1),
+        Err(HistoryError::BudgetTooSmall { bytes: 8 })
+    ));
+}
+
+#[test]
+fn byte_budget_is_the_largest_that_fits() {
+    for budget in [1_000usize, 10_000, 1 << 20] {
+        let h = History::with_byte_budget(budget, 1).unwrap();
+        assert!(h.heap_bytes() <= budget);
+        let bigger = Layout::for_capacity(h.capacity() + 1).unwrap();
+        assert!(History::<BoxStorage>::bytes_for(&bigger) > budget);
+    }
+}
+
+/// Ids whose two buckets are `first` and `second`, for a history of `capacity` with the
+/// tests' seed.
+fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u64> {
+    let h = history(capacity);
+    let s = &*h.shared;
+    (0u64..)
+        .filter(|&id| {
+            let home = s.home(id);
+            home.first == first && home.second == second
+        })
+        .take(n)
+        .collect()
+}
+
+fn overflow_count(h: &History, bucket: usize) -> u32 {
+    h.shared.overflow_count(bucket)
+}
+
+#[test]
+fn a_full_first_bucket_moves_a_resident_on_and_counts_it() {
+    let capacity = 200;
+    let ids = ids_homed_at(capacity, 0, 1, BUCKET_SLOTS + 3);
+    let mut h = history(capacity);
+    h.insert_all(&ids);
+    assert_eq!(h.forced_evictions(), 0);
+    assert_eq!(h.seen_prefix_len(&ids), ids.len());
+    assert_eq!(h.reader().seen_prefix_len(&ids), ids.len());
+    assert_eq!(overflow_count(&h, 0), 3);
+    // Evicting the overflowed ids brings the count back to zero.
+    let others = ids_homed_at(capacity, 5, 6, 60);
+    for round in 0..10 {
+        let filler: Vec<u64> =
+            (0..capacity as u64).map(|i| (round << 32) | (i + 1_000_000)).collect();
+        for chunk in filler.chunks(200) {
+            h.insert_all(chunk);
+            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+        }
+        for chunk in others.chunks(60) {
+            h.insert_all(chunk);
+            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+        }
+        h.shared.check_overflow_counts(&h.view, &h.overflowed);
+    }
+    assert!(!h.contains(ids[0]));
+    assert_eq!(overflow_count(&h, 0), 0);
+}
+
+#[test]
+fn two_full_buckets_without_a_move_force_out_the_oldest_resident() {
+    let capacity = 200;
+    let ids = ids_homed_at(capacity, 3, 4, 2 * BUCKET_SLOTS + 1);
+    let mut h = history(capacity);
+    h.insert_all(&ids);
+    assert_eq!(h.forced_evictions(), 1);
+    assert!(!h.contains(ids[0]));
+    assert_eq!(h.seen_prefix_len(&ids[1..]), 2 * BUCKET_SLOTS);
+    assert_eq!(h.len(), 2 * BUCKET_SLOTS + 1);
+}
+
+#[test]
+fn flooded_ids_still_spread_over_buckets() {
+    // Ids that share their top 32 bits, or their low 32 bits, must not share buckets.
+    let capacity = 1 << 16;
+    let mut h = history(capacity);
+    let top: Vec<u64> = (0..20_000u64).map(|i| (0xdead_beef << 32) | i).collect();
+    let low: Vec<u64> = (0..20_000u64).map(|i| (i << 32) | 0xdead_beef).collect();
+    h.insert_all(&top);
+    h.insert_all(&low);
+    assert_eq!(h.forced_evictions(), 0);
+    assert_eq!(h.seen_prefix_len(&top), top.len());
+    assert_eq!(h.seen_prefix_len(&low), low.len());
+}
+
+/// Random operations on small, crowded histories; after each, every overflow count must
+/// match the flagged entries it stands for, and every present id must be found.
+#[test]
+fn overflow_counts_stay_exact_under_random_churn() {
+    let mut rng = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let cases = option_env!("KVREUSE_CHURN_CASES").and_then(|c| c.parse().ok()).unwrap_or(60);
+    for case in 0..cases {
+        let capacity = 16 + (next() % 300) as usize;
+        let mut h = History::with_capacity(capacity, next()).unwrap();
+        // A small id domain makes duplicates and re-insertions common.
+        let domain = 1 + next() % (3 * capacity as u64);
+        for _ in 0..150 {
+            let n = (next() % 40) as usize;
+            let ids: Vec<u64> = (0..n).map(|_| next() % domain).collect();
+            if next() % 50 == 0 {
+                h.clear();
+            }
+            h.insert_all(&ids);
+            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+            for id in h.oldest_first().collect::<Vec<_>>() {
+                assert!(h.contains(id), "case {case}: {id} lost");
+            }
+        }
+    }
+}
+
+/// Ids crowded into a few buckets: moves and forced evictions happen all the time, and the
+/// overflow counts must still match their flagged entries.
+#[test]
+fn overflow_counts_stay_exact_when_buckets_are_crowded() {
+    let capacity = 200;
+    let h = history(capacity);
+    let crowd: Vec<u64> = (0u64..)
+        .filter(|&id| {
+            let home = h.shared.home(id);
+            home.first < 2 && home.second < 4
+        })
+        .take(400)
+        .collect();
+    drop(h);
+    let mut h = history(capacity);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..2000 {
+        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let start = (rng >> 33) as usize % crowd.len();
+        let n = 1 + (rng >> 20) as usize % 20;
+        let ids: Vec<u64> = crowd.iter().cycle().skip(start).take(n).copied().collect();
+        h.insert_all(&ids);
+        h.shared.check_overflow_counts(&h.view, &h.overflowed);
+    }
+    assert!(h.forced_evictions() > 0);
+}
