@@ -2,12 +2,13 @@
 
 use super::HistoryError;
 
-/// 32-bit words per bucket: one 64-byte cache line, stored as eight 64-bit pairs. Word 0 is
-/// the bucket's header (overflow counts and the slot it fills next), words 1 to 15 are slots.
+/// 32-bit words per bucket: one 64-byte cache line, stored as eight 64-bit words. Words 0 and
+/// 1 are the bucket's header (a summary of its tags, overflow counts, the slot it fills next),
+/// words 2 to 15 are slots.
 pub const BUCKET_WORDS: usize = 16;
 
 /// Slots per bucket.
-pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 1;
+pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 2;
 
 /// Largest capacity: a slot word must hold an insertion number modulo twice the capacity and
 /// at least four tag bits, and a header must count up to the capacity in 28 bits.
@@ -19,8 +20,8 @@ const LOAD: (usize, usize) = (3, 5);
 /// The shape of a history of a given capacity: how many ids it keeps (ring length) and how
 /// many buckets its index has.
 ///
-/// A full history's index runs at 60% load: 15 slots per 64-byte bucket, so
-/// `64 / (15 * 0.6) = 7.11` bytes per entry on top of the 8-byte ring. At that load about 2%
+/// A full history's index runs at 60% load: 14 slots per 64-byte bucket, so
+/// `64 / (14 * 0.6) = 7.62` bytes per entry on top of the 8-byte ring. At that load about 2%
 /// of ids overflow their first bucket, and a lookup reads one cache line of index (plus, when
 /// present, one of ring). Small histories get more room (memory is negligible there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,10 +130,42 @@ impl Mixer {
     }
 }
 
-/// How many classes the ids overflowing one bucket are counted in (see `table`).
-pub(crate) const CLASSES: u32 = 7;
+/// A bucket's tag summary is a small Bloom filter: 44 bits in four groups of 11, one group per
+/// overflow class. An id sets two bits of its class's group, both a function of the 7 low bits
+/// of its tag (the part every slot word keeps), so the writer can rebuild a summary from the
+/// slot words alone.
+pub(crate) const SUMMARY_BITS: u32 = 44;
 
-/// Where an id may live, its tag and its overflow class.
+/// How many classes the ids overflowing one bucket are counted in.
+pub(crate) const CLASSES: u32 = 4;
+
+/// Summary bits per class.
+pub(crate) const GROUP: u32 = SUMMARY_BITS / CLASSES;
+
+/// The summary bits of each 7-bit tag value: class `v % 4`, and one of the 55 pairs of bits of
+/// its group.
+const SUMMARY_MASKS: [u64; 128] = summary_masks();
+
+const fn summary_masks() -> [u64; 128] {
+    let mut masks = [0u64; 128];
+    let mut v = 0;
+    while v < 128 {
+        let class = (v % CLASSES as usize) as u32;
+        let mut pair = (v / CLASSES as usize) % 55;
+        // The `pair`-th pair (i, j), i < j < 11, in order.
+        let mut i = 0;
+        while pair >= (GROUP - 1 - i) as usize {
+            pair -= (GROUP - 1 - i) as usize;
+            i += 1;
+        }
+        let j = i + 1 + pair as u32;
+        masks[v] = (1 << (class * GROUP + i)) | (1 << (class * GROUP + j));
+        v += 1;
+    }
+    masks
+}
+
+/// Where an id may live, its tag, its summary bits and its overflow class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Home {
     /// The bucket it goes to when that has room.
@@ -141,13 +174,15 @@ pub(crate) struct Home {
     pub(crate) second: usize,
     /// The tag bits its slot word carries: non-zero, already shifted into place.
     pub(crate) tag: u32,
-    /// Its overflow class, `0..CLASSES`.
+    /// Its two bits in a bucket's tag summary (a function of the tag).
+    pub(crate) bits: u64,
+    /// Its overflow class, `0..CLASSES` (a function of the tag).
     pub(crate) class: u32,
 }
 
 impl Home {
     /// A placeholder for fixed-size arrays of homes.
-    pub(crate) const NONE: Home = Home { first: 0, second: 0, tag: 0, class: 0 };
+    pub(crate) const NONE: Home = Home { first: 0, second: 0, tag: 0, bits: 0, class: 0 };
 }
 
 /// How many consecutive epochs (runs of `capacity` insertions) a slot word tells apart.
@@ -194,12 +229,36 @@ impl Codec {
         if second == first && self.buckets > 1 {
             second = if first + 1 == self.buckets as usize { 0 } else { first + 1 };
         }
-        let t = h.wrapping_mul(M3);
-        // The top bits of a product depend on all of `h`; the tag keeps them in place.
-        let tag = (t >> 32) as u32 & !((1 << self.tag_shift) - 1);
-        let tag = tag | u32::from(tag == 0) << 31;
-        let class = ((t & 0xffff) as u32 * CLASSES) >> 16;
-        Home { first, second, tag, class }
+        let tag = self.tag_of(h);
+        Home { first, second, tag, bits: self.summary_bits(tag), class: self.class(tag) }
+    }
+
+    /// The tag of a mixed id: the top bits of a product, which depend on all of `h`, kept in
+    /// place; never zero.
+    #[inline(always)]
+    fn tag_of(&self, h: u64) -> u32 {
+        let tag = (h.wrapping_mul(M3) >> 32) as u32 & !((1 << self.tag_shift) - 1);
+        tag | u32::from(tag == 0) << 31
+    }
+
+    /// Just the first bucket and the summary bits of a mixed id: all a lookup of an absent id
+    /// usually needs.
+    #[inline(always)]
+    pub(crate) fn first_and_bits(&self, h: u64) -> (usize, u64) {
+        let first = (((h & 0xffff_ffff) * self.buckets) >> 32) as usize;
+        (first, self.summary_bits(self.tag_of(h)))
+    }
+
+    /// The summary bits of a tag (of an id, or the tag bits of a slot word).
+    #[inline(always)]
+    pub(crate) fn summary_bits(&self, tag: u32) -> u64 {
+        SUMMARY_MASKS[((tag >> self.tag_shift) & 127) as usize]
+    }
+
+    /// The overflow class of a tag.
+    #[inline(always)]
+    pub(crate) fn class(&self, tag: u32) -> u32 {
+        (tag >> self.tag_shift) % CLASSES
     }
 
     /// The tag bits of a word.
@@ -327,6 +386,19 @@ mod tests {
     }
 
     #[test]
+    fn summary_masks_are_two_bits_of_their_class_group() {
+        let mut seen = alloc::collections::BTreeSet::new();
+        for (v, &mask) in SUMMARY_MASKS.iter().enumerate() {
+            let class = v as u32 % CLASSES;
+            assert_eq!(mask.count_ones(), 2, "{v}");
+            assert_eq!(mask >> (class * GROUP) << (class * GROUP), mask, "{v}");
+            assert!(mask >> ((class + 1) * GROUP) == 0, "{v}");
+            seen.insert(mask);
+        }
+        assert_eq!(seen.len(), 128, "every tag value has its own pair");
+    }
+
+    #[test]
     fn largest_within_is_the_largest_that_fits() {
         let bytes = |l: &Layout| l.capacity() * 8 + l.pairs() * 8;
         for budget in [200usize, 1000, 4096, 1 << 20, 3 << 20] {
@@ -352,7 +424,9 @@ mod tests {
                 assert!(home.first < layout.buckets() && home.second < layout.buckets());
                 assert!(home.first != home.second || layout.buckets() == 1);
                 assert_ne!(home.tag, 0);
-                assert!(home.class < CLASSES);
+                assert_eq!(home.bits.count_ones(), 2);
+                assert!(home.bits < 1 << SUMMARY_BITS && home.class < CLASSES);
+                assert_eq!(codec.first_and_bits(mixer.mix(id)), (home.first, home.bits));
                 let position = (id as usize * 7919) % capacity;
                 let word = codec.word(home.tag, id as u32, position);
                 assert_eq!(codec.tag(word), home.tag);

@@ -19,20 +19,25 @@
 //! - the **ring**: the ids themselves in insertion order (8 bytes each). Position
 //!   `n % capacity` receives the `n`-th insertion, overwriting, and so evicting, the id
 //!   inserted `capacity` insertions earlier.
-//! - the **index**: 64-byte buckets of a header and fifteen 32-bit slot words. A slot word
-//!   holds its id's insertion number modulo twice the capacity and a tag. An id goes to its
-//!   first bucket (chosen by a keyed mix of the id) if that has room, else to its second; the
-//!   first bucket's header counts such overflowed ids, so lookups read the second bucket only
-//!   when needed. The index runs at 62.5% load: a full history costs 14.95 bytes per entry
-//!   (ring, index, and one bit per entry recording which ids overflowed).
+//! - the **index**: 64-byte buckets of an 8-byte header and fourteen 32-bit slot words. A
+//!   slot word holds its id's ring position, its insertion epoch and a tag. An id goes to its
+//!   first bucket (chosen by a keyed mix of the id) if that has room, else to its second. The
+//!   header holds a small Bloom filter of the bucket's tags, which answers most lookups of
+//!   absent ids in one 8-byte read, and counts of the ids that overflowed, so lookups read the
+//!   second bucket only when needed. The index runs at 60% load: a full history costs 15.75
+//!   bytes per entry (ring, index, and one bit per entry recording which ids overflowed).
 //!
 //! Eviction writes nothing to the index: an evicted id's slot word names an insertion the ring
 //! has left behind, so every reader already treats it as empty and the next write to that
-//! bucket reuses it (see [`layout`]'s slot format). Only an evicted id that had overflowed
-//! costs a write, to its first bucket's count. A lookup reads its first bucket and, when a
-//! live slot's tag matches, the ring entry to confirm the id. Lookups and inserts work through
-//! their ids in batches, prefetching the buckets and ring entries of a whole batch before
-//! using them, so that their cache misses overlap.
+//! bucket reuses it (see the slot format in `layout.rs`). Only an evicted id that had overflowed
+//! costs a write, to its first bucket's count. A lookup reads its first bucket's header and,
+//! when the filter admits the id, the slots; a live slot whose tag matches leads to the ring
+//! entry, which confirms the id. After one id is found, the next is first looked for in the
+//! next ring position, where a completion that inserted both put it: the blocks of a shared
+//! prefix are then confirmed by sequential reads of the ring, without the index. Where the
+//! index is needed, lookups and inserts work through their ids in batches, prefetching the
+//! buckets and ring entries of a whole batch before using them, so that their cache misses
+//! overlap.
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
@@ -48,14 +53,15 @@
 //! that an earlier call found, unless it was evicted in between. The writer publishes the
 //! insertion count before it overwrites a ring entry, and a reader that found an id re-reads
 //! that count and retries if the entry it relied on may have been overwritten meanwhile.
-//! Moves go from an id's first bucket to its second, counted in the first bucket's header
-//! before the id leaves it, and readers read a bucket's header after its slots, so a moving id
-//! is never missed.
+//! The writer sets an id's filter bits before its slot word appears; moves go from an id's
+//! first bucket to its second, counted in the first bucket's header before the id leaves it,
+//! and readers read a bucket's header after its slots, so a moving id is never missed.
 
 mod layout;
 mod storage;
 mod table;
 
+use alloc::vec::Vec;
 use core::fmt;
 
 pub use layout::{BUCKET_SLOTS, BUCKET_WORDS, Layout, MAX_CAPACITY};
@@ -129,6 +135,8 @@ pub struct History<S: Storage = BoxStorage> {
     start: u64,
     overflowed: OverflowFlags,
     forced: u64,
+    /// Scratch space for a batch's homes, kept between calls.
+    homes: Vec<Home>,
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -171,12 +179,13 @@ impl<S: Storage> History<S> {
         Self::with_storage(layout, seed, S::allocate(&layout)?)
     }
 
-    /// The heap bytes a history of `layout` takes: its storage, its overflow flags and its
-    /// shared header.
+    /// The heap bytes a history of `layout` takes: its storage, its overflow flags, a batch's
+    /// scratch space and its shared header.
     pub fn bytes_for(layout: &Layout) -> usize {
         // The shared header lives in an `Arc` allocation (two counters plus the header).
         S::bytes_for(layout)
             + OverflowFlags::bytes_for(layout.capacity())
+            + BATCH * core::mem::size_of::<Home>()
             + core::mem::size_of::<Shared<S>>()
             + 2 * core::mem::size_of::<usize>()
     }
@@ -200,6 +209,7 @@ impl<S: Storage> History<S> {
             start: 0,
             overflowed: OverflowFlags::new(layout.capacity())?,
             forced: 0,
+            homes: Vec::with_capacity(BATCH),
         })
     }
 
@@ -213,10 +223,25 @@ impl<S: Storage> History<S> {
         let mut out = Inserted::default();
         let shared = Arc::clone(&self.shared);
         let s = &*shared;
-        let mut homes = [Home::NONE; BATCH];
+        let mut homes = core::mem::take(&mut self.homes);
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
+        // Start the first batch's buckets loading, then look at the first id alone: if it is
+        // a duplicate, the ids after it are usually found by walking the ring, and batching
+        // them through the index would be wasted work.
+        for &id in ids.iter().take(BATCH) {
+            s.prefetch_first_bucket(id);
+        }
+        if let Some(&id) = ids.first() {
+            let home = s.home(id);
+            if let Some(word) =
+                s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
+            {
+                position = Some(s.codec.position(word));
+                k = 1;
+            }
+        }
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
             // without the index (see `Shared::walk`).
@@ -226,11 +251,9 @@ impl<S: Storage> History<S> {
                 continue;
             }
             let batch = &ids[k..ids.len().min(k + BATCH)];
-            let homes = &mut homes[..batch.len()];
-            for (home, &id) in homes.iter_mut().zip(batch) {
-                *home = s.home(id);
-            }
-            s.prefetch_for_insert(homes, &self.view);
+            homes.clear();
+            homes.extend(batch.iter().map(|&id| s.home(id)));
+            s.prefetch_for_insert(&homes, &self.view);
             if self.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
@@ -246,9 +269,14 @@ impl<S: Storage> History<S> {
             }
             for (&id, home) in batch.iter().zip(homes.iter()) {
                 let walked = position.and_then(|p| s.walk(p, id, &self.view));
-                if let Some(found) = walked
-                    .or_else(|| s.find(id, home, &self.view).map(|word| s.codec.position(word)))
-                {
+                // Most new ids are ruled out by their first bucket's summary alone.
+                let found = || {
+                    s.summary_admits(home)
+                        .then(|| s.find(id, home, &self.view))
+                        .flatten()
+                        .map(|word| s.codec.position(word))
+                };
+                if let Some(found) = walked.or_else(found) {
                     position = Some(found);
                     continue;
                 }
@@ -259,6 +287,7 @@ impl<S: Storage> History<S> {
             }
             k += batch.len();
         }
+        self.homes = homes;
         out
     }
 
@@ -373,16 +402,20 @@ impl<S: Storage> HistoryReader<S> {
 
     /// The number of leading `ids` that are all present (stops at the first miss). Does not
     /// wait for a concurrent writer.
+    #[inline]
     pub fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        let s = &*self.shared;
-        // The common miss first, without even reading the ring's state: a first id with no
-        // slot carrying its tag, and nothing of its class overflowed, is absent.
-        if let Some(&id) = ids.first() {
-            let home = s.home(id);
-            if s.scan(home.first, &home).absent() {
-                return 0;
-            }
+        // The common miss first, without even reading the ring's state: a first id whose bits
+        // are clear in its first bucket's summary is absent. Kept small so that consecutive
+        // lookups overlap their cache misses.
+        match ids.first() {
+            None => 0,
+            Some(&id) if self.shared.summary_rules_out(id) => 0,
+            Some(_) => self.seen_prefix_len_slow(ids),
         }
+    }
+
+    #[inline(never)]
+    fn seen_prefix_len_slow(&self, ids: &[u64]) -> usize {
         loop {
             let view = self.view();
             let (seen, shortest_life) = self.shared.prefix(ids, &view);

@@ -1,26 +1,32 @@
 //! The index and the ring shared by the writer and its readers: lookups, placement, moves.
 //!
-//! A bucket is one 64-byte cache line: eight 64-bit words holding sixteen 32-bit ones. Word 0
-//! is the header, words 1 to 15 are slots. A lookup loads the line in eight loads and compares
-//! two slot tags per 64-bit operation.
+//! A bucket is one 64-byte cache line: eight 64-bit words. Word 0 is the header, words 1 to 7
+//! hold two 32-bit slot words each (14 slots). The header holds:
 //!
-//! Every id has a first bucket and a second. It goes to its first bucket when that has a free
-//! slot, and overflows to its second otherwise. The first bucket's header counts its live
-//! overflowed ids exactly, in seven classes by a hash of the id (the writer decrements a count
-//! when such an id is evicted), so a lookup reads the second bucket only when an id of its own
-//! class has overflowed: for about one absent id in two hundred at the index's load. Absent ids
-//! thus cost one cache line, and their lookups all take the same, well-predicted path.
+//! - a 44-bit **summary**, a small Bloom filter of the tags of the ids that may be in the
+//!   bucket or may have overflowed from it (see `layout`). Most lookups of absent ids end after this one
+//!   8-byte read and a bit test: a handful of instructions, so consecutive lookups overlap
+//!   their cache misses. The writer sets bits as ids arrive and rebuilds the summary from the
+//!   live slots each time the bucket has filled all its slots once more, so bits of evicted ids
+//!   do not pile up.
+//! - four 4-bit **overflow counts**. Every id has a first bucket and a second; it goes to its
+//!   first bucket when that has a free slot, and overflows to its second otherwise. The first
+//!   bucket counts its live overflowed ids exactly, per class of summary bits (the writer
+//!   decrements a count when such an id is evicted), so a lookup reads the second bucket only
+//!   when an id of its own class has overflowed.
+//! - the **next slot** to fill. A bucket fills its slots round-robin, and ids leave the
+//!   history in the order they entered it, so the slot a bucket fills next holds its oldest
+//!   id: the bucket has room exactly when that one id is dead, which takes one check rather
+//!   than fourteen. Only buckets disturbed by a move (rare) need a full scan.
 //!
-//! A bucket fills its slots round-robin, and ids leave the history in the order they entered
-//! it, so the slot a bucket fills next holds its oldest id: the bucket has room exactly when
-//! that one id is dead, which takes one check rather than fifteen. Only buckets disturbed by
-//! a move (rare) need a full scan.
+//! A full lookup compares two slot tags per 64-bit operation, then confirms a match with the
+//! ring entry the slot points to.
 
 use alloc::vec::Vec;
 
-#[cfg(test)]
-use super::layout::CLASSES;
-use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Codec, Home, Mixer, View};
+use super::layout::{
+    BUCKET_SLOTS, BUCKET_WORDS, CLASSES, Codec, GROUP, Home, Mixer, SUMMARY_BITS, View,
+};
 use super::{HistoryError, Layout, Storage};
 use crate::prefetch::prefetch;
 use crate::sync::{AtomicU64, Ordering};
@@ -30,20 +36,30 @@ use crate::sync::{AtomicU64, Ordering};
 /// their cache misses overlap instead of queueing one after another.
 pub(crate) const BATCH: usize = 32;
 
+/// How often (in fills of a bucket) the writer rebuilds the bucket's summary.
+const REBUILD_EVERY: usize = 4;
+
 /// How deep the writer searches for a chain of moves that frees a slot.
 const MOVE_DEPTH: u32 = 2;
 
 /// 64-bit words per bucket.
 const PAIRS: usize = BUCKET_WORDS / 2;
 
-/// Bits of the slots within a bucket mask (bit `i` is word `i`; bit 0 is the header).
-const SLOTS: u32 = ((1 << BUCKET_WORDS) - 1) & !1;
+/// Bits of the slots within a bucket mask (bit `i` is word `i`; words 0 and 1 are the
+/// header).
+const SLOTS: u32 = ((1 << BUCKET_WORDS) - 1) & !3;
 
-/// The header: seven 4-bit overflow counts, one per class, then the slot filled next in the
-/// top four bits (`0` meaning 1).
+/// The first slot.
+const FIRST_SLOT: usize = 2;
+
+/// The header: the summary in bits 0 to 43, four 4-bit overflow counts in bits 44 to 59, the
+/// slot filled next in bits 60 to 63 (`0` meaning the first slot).
+const SUMMARY: u64 = (1 << SUMMARY_BITS) - 1;
+const COUNT_SHIFT: u32 = SUMMARY_BITS;
 const COUNT_BITS: u32 = 4;
-const COUNT_MAX: u32 = (1 << COUNT_BITS) - 1;
-const NEXT_SHIFT: u32 = 28;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const NEXT_SHIFT: u32 = 60;
+const NEXT: u64 = 0xf << NEXT_SHIFT;
 
 /// What the writer and its readers share.
 pub(crate) struct Shared<S> {
@@ -106,19 +122,17 @@ pub(crate) struct Scan {
     overflowed: bool,
 }
 
-impl Scan {
-    /// Whether the id is certainly absent: no slot with its tag, nothing of its class
-    /// overflowed.
-    #[inline(always)]
-    pub(crate) fn absent(&self) -> bool {
-        self.tagged == 0 && !self.overflowed
-    }
+/// The overflow count of `class` in a header.
+#[inline(always)]
+fn count(header: u64, class: u32) -> u64 {
+    (header >> (COUNT_SHIFT + COUNT_BITS * class)) & COUNT_MAX
 }
 
-/// The count of `class` in a header.
+/// The slot a header says its bucket fills next.
 #[inline(always)]
-fn count(header: u32, class: u32) -> u32 {
-    (header >> (COUNT_BITS * class)) & COUNT_MAX
+fn next_slot(header: u64) -> usize {
+    let next = ((header & NEXT) >> NEXT_SHIFT) as usize;
+    if next == 0 { FIRST_SLOT } else { next }
 }
 
 impl<S: Storage> Shared<S> {
@@ -146,9 +160,19 @@ impl<S: Storage> Shared<S> {
         (self.pairs(bucket)[i / 2].load(Ordering::Acquire) >> (32 * (i % 2))) as u32
     }
 
-    /// One pass over a bucket for an id with `home`. The word holding the header is read last:
-    /// a resident moving out of its first bucket is counted in the header before it leaves,
-    /// so a reader that misses it in the slots sees the count.
+    /// Whether `id`'s first bucket's summary rules it out: the cheapest lookup of an absent id,
+    /// one 8-byte read.
+    #[inline(always)]
+    pub(crate) fn summary_rules_out(&self, id: u64) -> bool {
+        let (first, bits) = self.codec.first_and_bits(self.mixer.mix(id));
+        // Ordering: Acquire pairs with the Release store of a header.
+        let header = self.storage.index()[first * PAIRS].load(Ordering::Acquire);
+        header & bits != bits
+    }
+
+    /// One pass over a bucket for an id with `home`. The header is read last: a resident
+    /// moving out of its first bucket is counted in the header before it leaves, so a reader
+    /// that misses it in the slots sees the count.
     #[inline(always)]
     pub(crate) fn scan(&self, bucket: usize, home: &Home) -> Scan {
         // After masking to the tag bits and shifting right by one, each 32-bit half is zero
@@ -163,17 +187,15 @@ impl<S: Storage> Shared<S> {
         let high = high | high << 32;
         let mut zeros = [0u64; PAIRS];
         let mut any = 0;
-        let mut header = 0;
-        for i in [1, 2, 3, 4, 5, 6, 7, 0] {
-            // Ordering: Acquire, as in `word`; also pairs with the Release store of a count.
+        for i in 1..PAIRS {
+            // Ordering: Acquire, as in `word`.
             let pair = p[i].load(Ordering::Acquire);
             let diff = ((pair ^ tags) & high) >> 1;
             zeros[i] = diff.wrapping_sub(ONES) & TOPS;
             any |= zeros[i];
-            if i == 0 {
-                header = pair as u32;
-            }
         }
+        // Ordering: Acquire pairs with the Release store of a header.
+        let header = p[0].load(Ordering::Acquire);
         let mut tagged = 0;
         if any != 0 {
             for (i, z) in zeros.iter().enumerate() {
@@ -273,8 +295,7 @@ impl<S: Storage> Shared<S> {
     /// overwrite an entry it relied on (for a concurrent reader's re-check).
     ///
     /// Each id is first tried by walking the ring from the previous one's position. Where the
-    /// walk breaks, ids go through the index: the very first alone (a lookup whose first id is
-    /// absent then reads one cache line and nothing speculative), later ones in batches.
+    /// walk breaks, ids go through the index: the very first alone, later ones in batches.
     pub(crate) fn prefix(&self, ids: &[u64], view: &View) -> (usize, u32) {
         let mut shortest_life = u32::MAX;
         let mut position = None;
@@ -286,7 +307,17 @@ impl<S: Storage> Shared<S> {
                 k += 1;
                 continue;
             }
-            let batch = &ids[k..ids.len().min(k + if k == 0 { 1 } else { BATCH })];
+            if k == 0 {
+                // The first id alone, without batch arrays to set up: a lookup whose first id is
+                // absent reads one cache line and nothing speculative.
+                let id = ids[0];
+                let Some(word) = self.find(id, &self.home(id), view) else { break };
+                shortest_life = view.capacity - 1 - view.age(&self.codec, word);
+                position = Some(self.codec.position(word));
+                k = 1;
+                continue;
+            }
+            let batch = &ids[k..ids.len().min(k + BATCH)];
             let (found, last) = self.index_batch(batch, view, &mut shortest_life);
             k += found;
             if found < batch.len() {
@@ -370,13 +401,35 @@ impl<S: Storage> Shared<S> {
             self.prefetch_bucket(home.first);
         }
         for home in homes {
-            let scan = self.scan(home.first, home);
-            if let Some(word) = self.candidate(&scan, home, view) {
-                prefetch(self.ring_entry(word));
-            } else if scan.overflowed || self.next_free(home.first, view).is_none() {
+            if self.summary_admits(home) {
+                let scan = self.scan(home.first, home);
+                if let Some(word) = self.candidate(&scan, home, view) {
+                    prefetch(self.ring_entry(word));
+                    continue;
+                }
+                if scan.overflowed {
+                    self.prefetch_bucket(home.second);
+                    continue;
+                }
+            }
+            if self.next_free(home.first, view).is_none() {
                 self.prefetch_bucket(home.second);
             }
         }
+    }
+
+    /// Whether `home`'s first bucket's summary admits its id (it may be present). The writer
+    /// checks this before a full search: most new ids are ruled out here.
+    #[inline(always)]
+    pub(crate) fn summary_admits(&self, home: &Home) -> bool {
+        self.header(home.first) & home.bits == home.bits
+    }
+
+    /// Prefetches an id's first bucket.
+    #[inline(always)]
+    pub(crate) fn prefetch_first_bucket(&self, id: u64) {
+        let (first, _) = self.codec.first_and_bits(self.mixer.mix(id));
+        self.prefetch_bucket(first);
     }
 
     /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
@@ -395,7 +448,7 @@ impl<S: Storage> Shared<S> {
         now - view.now <= u64::from(life) && start <= view.now - u64::from(view.len)
     }
 
-    /// Stores word `i` of `bucket` (the writer's only way to change the index).
+    /// Stores slot word `i` of `bucket`.
     #[inline(always)]
     fn store(&self, bucket: usize, i: usize, word: u32) {
         let pair = &self.pairs(bucket)[i / 2];
@@ -409,23 +462,29 @@ impl<S: Storage> Shared<S> {
 
     /// A bucket's header, for the writer.
     #[inline(always)]
-    fn header(&self, bucket: usize) -> u32 {
+    fn header(&self, bucket: usize) -> u64 {
         // Ordering: Relaxed; only the writer stores headers.
-        self.pairs(bucket)[0].load(Ordering::Relaxed) as u32
+        self.pairs(bucket)[0].load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn store_header(&self, bucket: usize, header: u64) {
+        // Ordering: Release; a reader that sees a count sees the slot it counts written.
+        self.pairs(bucket)[0].store(header, Ordering::Release);
     }
 
     /// Whether one more id of `home`'s class may be counted as overflowed from its first
     /// bucket (counts are four bits; at the index's load a count above two is rare).
     fn may_overflow(&self, home: &Home) -> bool {
-        count(self.header(home.first), home.class) < COUNT_MAX
+        home.second != home.first && count(self.header(home.first), home.class) < COUNT_MAX
     }
 
-    /// Adds one to (`up`) or takes one from the overflow count of `home`'s class in its first
-    /// bucket.
+    /// Counts `home`'s id as overflowed from its first bucket (`up`), or no longer.
     fn count_overflow(&self, home: &Home, up: bool) {
         let header = self.header(home.first);
-        let one = 1 << (COUNT_BITS * home.class);
-        self.store(home.first, 0, if up { header + one } else { header - one });
+        let one = 1u64 << (COUNT_SHIFT + COUNT_BITS * home.class);
+        let header = if up { (header + one) | home.bits } else { header - one };
+        self.store_header(home.first, header);
     }
 
     /// The writer's side of an eviction: the id leaving the ring had overflowed, so its first
@@ -438,24 +497,55 @@ impl<S: Storage> Shared<S> {
     /// insert.
     #[inline(always)]
     fn next_free(&self, bucket: usize, view: &View) -> Option<usize> {
-        let next = (self.header(bucket) >> NEXT_SHIFT) as usize;
-        let slot = if next == 0 { 1 } else { next };
+        let slot = next_slot(self.header(bucket));
         (!view.is_live(&self.codec, self.word(bucket, slot))).then_some(slot)
     }
 
-    /// Fills the slot `bucket` fills next (which must be free) and moves on to the next.
-    #[inline(always)]
-    fn fill_next(&self, bucket: usize, slot: usize, word: u32) {
+    /// Puts `word` of an id with `home` into slot `slot` of `bucket`: the header first (its
+    /// summary bit, and with `advance` the next slot), then the word, so that a reader that
+    /// finds the word also finds the bit.
+    fn fill(&self, bucket: usize, slot: usize, word: u32, home: &Home, view: &View, advance: bool) {
+        let mut header = self.header(bucket) | home.bits;
+        if advance {
+            let next = if slot + 1 == BUCKET_WORDS { FIRST_SLOT } else { slot + 1 };
+            header = header & !NEXT | (next as u64) << NEXT_SHIFT;
+            if (next - FIRST_SLOT).is_multiple_of(REBUILD_EVERY) {
+                // Every few fills, rebuild the summary from what is live, so bits of evicted
+                // ids go.
+                header = header & !SUMMARY | self.summary(bucket, slot, header, view) | home.bits;
+            }
+        }
+        self.store_header(bucket, header);
         self.store(bucket, slot, word);
-        let next = if slot == BUCKET_SLOTS { 1 } else { slot + 1 };
-        // The header as it is now (storing slot 1 rewrote its 64-bit word).
-        let header = self.header(bucket);
-        self.store(bucket, 0, header & !(0xf << NEXT_SHIFT) | (next as u32) << NEXT_SHIFT);
+    }
+
+    /// The summary of a bucket: the bits of its live slots (but `skip`, about to be
+    /// overwritten) and, for every class with overflowed ids, all of that class's bits.
+    fn summary(&self, bucket: usize, skip: usize, header: u64, view: &View) -> u64 {
+        let p = self.pairs(bucket);
+        let mut summary = 0;
+        for (i, pair) in p.iter().enumerate().skip(1) {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let pair = pair.load(Ordering::Relaxed);
+            for half in 0..2 {
+                let word = (pair >> (32 * half)) as u32;
+                let keep = (2 * i + half != skip) & view.is_live(&self.codec, word);
+                // Branch-free: about half the slots are live, unpredictably.
+                summary |= self.codec.summary_bits(self.codec.tag(word))
+                    & 0u64.wrapping_sub(u64::from(keep));
+            }
+        }
+        for class in 0..CLASSES {
+            if count(header, class) != 0 {
+                summary |= ((1 << GROUP) - 1) << (GROUP * class);
+            }
+        }
+        summary
     }
 
     /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
     fn live(&self, bucket: usize, view: &View) -> u32 {
-        (1..BUCKET_WORDS)
+        (FIRST_SLOT..BUCKET_WORDS)
             .filter(|&i| view.is_live(&self.codec, self.word(bucket, i)))
             .fold(0, |mask, i| mask | 1 << i)
     }
@@ -481,15 +571,15 @@ impl<S: Storage> Shared<S> {
         flags: &mut OverflowFlags,
     ) -> Option<bool> {
         if let Some(slot) = self.next_free(home.first, view) {
-            self.fill_next(home.first, slot, word);
+            self.fill(home.first, slot, word, home, view, true);
             return Some(false);
         }
-        let may_overflow = home.second != home.first && self.may_overflow(home);
+        let may_overflow = self.may_overflow(home);
         if let Some(slot) = self.next_free(home.second, view).filter(|_| may_overflow) {
-            // Counted before the word appears, so a reader that finds the id also knows to
-            // look in the second bucket.
+            // Counted (and the summary bit set) in the first bucket before the word appears in
+            // the second, so a reader that finds the id also knows to look there.
             self.count_overflow(home, true);
-            self.fill_next(home.second, slot, word);
+            self.fill(home.second, slot, word, home, view, true);
             return Some(true);
         }
         for (bucket, overflows) in [(home.first, false), (home.second, true)] {
@@ -505,7 +595,7 @@ impl<S: Storage> Shared<S> {
                 if overflows {
                     self.count_overflow(home, true);
                 }
-                self.store(bucket, slot, word);
+                self.fill(bucket, slot, word, home, view, false);
                 return Some(overflows);
             }
         }
@@ -522,7 +612,7 @@ impl<S: Storage> Shared<S> {
         let words: [u32; BUCKET_WORDS] = core::array::from_fn(|i| self.word(bucket, i));
         let mut movable = [(0usize, Home::NONE); BUCKET_SLOTS];
         let mut count = 0;
-        for (slot, &word) in words.iter().enumerate().skip(1) {
+        for (slot, &word) in words.iter().enumerate().skip(FIRST_SLOT) {
             // Ordering: Relaxed; the writer reads its own stores.
             let id = self.ring_entry(word).load(Ordering::Relaxed);
             let home = self.home(id);
@@ -531,7 +621,7 @@ impl<S: Storage> Shared<S> {
                 self.store(bucket, slot, 0);
                 return true;
             }
-            if home.first == bucket && home.second != bucket && self.may_overflow(&home) {
+            if home.first == bucket && self.may_overflow(&home) {
                 movable[count] = (slot, home);
                 count += 1;
             }
@@ -547,11 +637,12 @@ impl<S: Storage> Shared<S> {
                 }
                 let room =
                     pass == 0 || (depth > 1 && self.make_room(home.second, depth - 1, view, flags));
-                let target = if room { self.any_free(home.second, view) } else { None };
-                let Some(target) = target else { continue };
+                let Some(target) = room.then(|| self.any_free(home.second, view)).flatten() else {
+                    continue;
+                };
                 // Into the second bucket, counted, and only then out of the first: a reader
                 // that misses it in the first bucket's slots sees the count.
-                self.store(home.second, target, words[slot]);
+                self.fill(home.second, target, words[slot], &home, view, false);
                 self.count_overflow(&home, true);
                 self.store(bucket, slot, 0);
                 flags.set(self.codec.position(words[slot]));
@@ -564,14 +655,11 @@ impl<S: Storage> Shared<S> {
     /// Writes `word` over the oldest live resident of `home`'s two buckets (no slot could be
     /// freed). Returns whether the new word went to the second bucket.
     pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> bool {
-        let buckets: &[usize] = if home.second != home.first && self.may_overflow(home) {
-            &[home.first, home.second]
-        } else {
-            &[home.first]
-        };
-        let mut best = (home.first, 1, 0);
+        let buckets: &[usize] =
+            if self.may_overflow(home) { &[home.first, home.second] } else { &[home.first] };
+        let mut best = (home.first, FIRST_SLOT, 0);
         for &bucket in buckets {
-            for slot in 1..BUCKET_WORDS {
+            for slot in FIRST_SLOT..BUCKET_WORDS {
                 let age = view.age(&self.codec, self.word(bucket, slot));
                 if age >= best.2 {
                     best = (bucket, slot, age);
@@ -582,7 +670,7 @@ impl<S: Storage> Shared<S> {
         if overflowed {
             self.count_overflow(home, true);
         }
-        self.store(best.0, best.1, word);
+        self.fill(best.0, best.1, word, home, view, false);
         overflowed
     }
 
@@ -598,23 +686,26 @@ impl<S: Storage> Shared<S> {
 #[cfg(test)]
 impl<S: Storage> Shared<S> {
     /// The total overflow count of a bucket, over its classes.
-    pub(crate) fn overflow_count(&self, bucket: usize) -> u32 {
+    pub(crate) fn overflow_count(&self, bucket: usize) -> u64 {
         let header = self.header(bucket);
         (0..CLASSES).map(|class| count(header, class)).sum()
     }
 
     /// Checks that every bucket's counts are exactly the live ids flagged as overflowed whose
-    /// first bucket it is, class by class; panics otherwise.
+    /// first bucket it is, class by class, and that every live id's summary bit is set in its
+    /// first bucket (and, when it sits there, in its second); panics otherwise.
     pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
         let buckets = self.layout.buckets();
-        let mut expected = alloc::vec![[0u32; CLASSES as usize]; buckets];
+        let mut expected = alloc::vec![[0u64; CLASSES as usize]; buckets];
         let cap = view.capacity as usize;
         for age in 0..view.len as usize {
             let position = (view.tail + cap - 1 - age) % cap;
+            let id = self.storage.ring()[position].load(Ordering::Relaxed);
+            let home = self.home(id);
+            assert_eq!(self.header(home.first) & home.bits, home.bits, "summary bits of {id}");
             if flags.get(position) {
-                let id = self.storage.ring()[position].load(Ordering::Relaxed);
-                let home = self.home(id);
                 expected[home.first][home.class as usize] += 1;
+                assert_eq!(self.header(home.second) & home.bits, home.bits, "summary bits of {id}");
             }
         }
         for (bucket, want) in expected.iter().enumerate() {

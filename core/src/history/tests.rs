@@ -84,7 +84,7 @@ fn zero_capacity_and_tiny_budgets_are_errors() {
 
 #[test]
 fn byte_budget_is_the_largest_that_fits() {
-    for budget in [1_000usize, 10_000, 1 << 20] {
+    for budget in [4_000usize, 10_000, 1 << 20] {
         let h = History::with_byte_budget(budget, 1).unwrap();
         assert!(h.heap_bytes() <= budget);
         let bigger = Layout::for_capacity(h.capacity() + 1).unwrap();
@@ -106,7 +106,7 @@ fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u
         .collect()
 }
 
-fn overflow_count(h: &History, bucket: usize) -> u32 {
+fn overflow_count(h: &History, bucket: usize) -> u64 {
     h.shared.overflow_count(bucket)
 }
 
@@ -222,4 +222,21 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
         h.shared.check_overflow_counts(&h.view, &h.overflowed);
     }
     assert!(h.forced_evictions() > 0);
+}
+
+/// At full load the bucket summaries must rule out most absent ids on their own; that is
+/// what keeps lookups of new prompts to one 8-byte read.
+#[test]
+fn summaries_rule_out_most_absent_ids_at_full_load() {
+    let capacity = 100_000;
+    let mut h = history(capacity);
+    let ids: Vec<u64> =
+        (0..3 * capacity as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+    for chunk in ids.chunks(417) {
+        h.insert_all(chunk);
+    }
+    let absent = (0..100_000u64).map(|i| i ^ 0xdead_beef_0000_0000);
+    let admitted = absent.filter(|&id| !h.shared.summary_rules_out(id)).count();
+    // About a quarter pass the filter with the layout's load and rebuild rate.
+    assert!(admitted < 35_000, "{admitted} of 100000 absent ids pass the summaries");
 }

@@ -86,6 +86,7 @@ impl<S: Storage> SharedHistory<S> {
     }
 
     /// The number of leading `ids` that are all present. Lock-free.
+    #[inline]
     pub fn seen_prefix_len(&self, ids: &[u64]) -> usize {
         self.reader.seen_prefix_len(ids)
     }
