@@ -2,8 +2,16 @@
 //!
 //! The part of kvreuse that computes numbers. A KV-cache-aware router cuts each prompt into
 //! fixed-size token blocks and names every complete block by a 64-bit id that chains its
-//! parent's id, so equal ids mean equal prefixes. This crate turns tokens into those ids
-//! ([`chain`]) exactly as NVIDIA Dynamo's router and vLLM's prefix cache do.
+//! parent's id, so equal ids mean equal prefixes. This crate:
+//!
+//! - turns tokens into those ids ([`chain`]) exactly as NVIDIA Dynamo's router and vLLM's
+//!   prefix cache do, and tracks the blocks generated tokens add ([`output`]);
+//! - keeps a bounded, first-in first-out history of ids ([`history`]), compact and fast
+//!   enough to sit on a router's request path;
+//! - accounts each request exactly once ([`attempt`]): F0, the prompt tokens seen, and F1,
+//!   the prompt tokens in leading blocks computed before;
+//! - replays request traces ([`trace`], [`replay`]) through many history sizes and policies
+//!   in one pass, for capacity planning.
 //!
 //! Everything here is free of I/O and of `std`: the command-line tool, a router linking the
 //! native crate and the browser build all run this same code, so they give identical answers
@@ -18,8 +26,12 @@
 
 extern crate alloc;
 
+pub mod attempt;
 pub mod chain;
 pub mod history;
+pub mod output;
+pub mod replay;
+pub mod trace;
 
 mod prefetch;
 mod sync;

@@ -161,3 +161,26 @@ fn real_vllm_event_ids() {
     let got = spec.hash(&tokens).unwrap().sequence;
     assert_eq!(got, want);
 }
+
+#[test]
+fn dynamo_output_tracking_examples() {
+    use kvreuse_core::output::OutputTracker;
+    let doc: Value = serde_json::from_str(DYNAMO).unwrap();
+    let examples = doc["output_tracking_examples"].as_array().unwrap();
+    assert_eq!(examples.len(), 3);
+    for (n, example) in examples.iter().enumerate() {
+        let hasher = DynamoHasher::new(example["block_size"].as_u64().unwrap() as usize).unwrap();
+        let prompt = u32s(&example["prompt"]);
+        assert_eq!(hasher.hash(&prompt).sequence, u64s(&example["prompt_sequence_hashes"]));
+        let mut tracker = OutputTracker::new(hasher, &prompt);
+        for chunk in example["chunks"].as_array().unwrap() {
+            let before = tracker.recorded().len();
+            tracker.observe(0, &u32s(&chunk["chunk"]));
+            assert_eq!(
+                tracker.recorded()[before..],
+                u64s(&chunk["newly_completed_output_sequence_hashes"])[..],
+                "example {n}"
+            );
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Dense numbering of block ids: the first distinct id seen becomes 0, the next 1, and so on,
+//! so that every replay history can keep its state in plain arrays.
+//!
+//! Ids from hashed tokens are spread over all of `u64` and go through a hash map. Many public
+//! traces (Mooncake's among them) instead number their blocks densely from 0; such small ids
+//! index an array directly, which avoids a cache miss per lookup. The array covers
+//! `0..direct.len()` and grows geometrically while it stays within a few times the number of
+//! distinct ids; an id is in exactly one of the two places, so growing moves any ids the new
+//! range covers out of the map.
+
+use alloc::vec::Vec;
+
+const NONE: u32 = u32::MAX;
+/// The direct array may cover up to this many slots per distinct id (plus `MIN_DIRECT`).
+const DIRECT_SLACK: usize = 4;
+const MIN_DIRECT: usize = 1 << 16;
+
+/// See the [module docs](self).
+#[derive(Debug, Default)]
+pub(crate) struct DenseIds {
+    direct: Vec<u32>,
+    map: hashbrown::HashMap<u64, u32, rustc_hash::FxBuildHasher>,
+    len: usize,
+}
+
+impl DenseIds {
+    /// How many distinct ids have been numbered.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The dense number of `id`, numbering it if new. The caller keeps the count of distinct
+    /// ids below `u32::MAX`.
+    #[inline]
+    pub(crate) fn number(&mut self, id: u64) -> u32 {
+        let next = self.len as u32;
+        if let Some(slot) = usize::try_from(id).ok().and_then(|i| self.direct.get_mut(i)) {
+            if *slot == NONE {
+                *slot = next;
+                self.len += 1;
+            }
+            return *slot;
+        }
+        self.number_slow(id, next)
+    }
+
+    #[inline(never)]
+    fn number_slow(&mut self, id: u64, next: u32) -> u32 {
+        let limit = DIRECT_SLACK * (self.len + 1) + MIN_DIRECT;
+        if id < limit as u64 {
+            self.grow_direct((id as usize + 1).next_power_of_two().min(limit));
+            return self.number(id);
+        }
+        let number = *self.map.entry(id).or_insert(next);
+        if number == next {
+            self.len += 1;
+        }
+        number
+    }
+
+    /// Extends the direct array to `size` slots, moving the ids it now covers out of the map.
+    fn grow_direct(&mut self, size: usize) {
+        let old = self.direct.len();
+        self.direct.resize(size, NONE);
+        let direct = &mut self.direct;
+        self.map.retain(|&id, &mut number| {
+            if id >= old as u64 && id < size as u64 {
+                direct[id as usize] = number;
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::collections::BTreeMap;
+
+    /// Against a map that numbers ids in order of first appearance, on ids that mix small
+    /// values (direct array, with growth), values just past the array, and huge ones.
+    #[test]
+    fn numbers_ids_in_order_of_first_appearance() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut dense = DenseIds::default();
+        let mut model = BTreeMap::new();
+        for step in 0..200_000u64 {
+            let r = next();
+            let id = match r % 4 {
+                0 => r >> 48,                      // small: direct
+                1 => (r >> 40) % (8 * (step + 1)), // around the array's edge
+                2 => u64::MAX - (r >> 50),         // huge: map
+                _ => step / 2,                     // ascending, as in Mooncake traces
+            };
+            let want = model.len() as u32;
+            let want = *model.entry(id).or_insert(want);
+            assert_eq!(dense.number(id), want, "id {id} at step {step}");
+            assert_eq!(dense.len(), model.len());
+        }
+        assert!(!dense.direct.is_empty() && !dense.map.is_empty());
+    }
+}

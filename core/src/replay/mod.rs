@@ -1,0 +1,355 @@
+//! Trace replay: how much prefix reuse a request trace has, at many history sizes at once.
+//!
+//! The engine takes parsed [`Request`](crate::trace::Request)s, one at a time, and runs each
+//! through every configured history in a single pass. Per request, each history is looked up
+//! as it stood before the request, then learns the request's ids:
+//!
+//! - F0 = prompt tokens; F1 ("prefix") = tokens of the longest run of leading ids that are all
+//!   present, a partial last block counted by its real token count; "any" = tokens of every
+//!   present block (for comparison only).
+//! - `fifo` is the history's own semantics ([`History`](crate::history::History)): an id
+//!   already present is skipped (no capacity, no refreshed age), a new id evicts the oldest
+//!   when full.
+//! - `lru`: the lookup reorders nothing; afterwards the request's ids are touched in order, a
+//!   present id becoming most recent, a new one inserted as most recent after evicting the
+//!   least recent if full.
+//! - `inf` never evicts.
+//!
+//! With a warm-up, requests before [`ReplayConfig::measure_from`] teach the histories but are
+//! not counted.
+//!
+//! All histories see the same ids, so the engine gives each distinct id a dense number once,
+//! and every history keeps its state in arrays indexed by it: a lookup or an insert is an
+//! array access, and one pass drives a dozen histories at little more than the cost of one.
+
+mod capacity;
+mod dense;
+mod histories;
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+pub use capacity::{Capacity, CapacityError};
+
+use crate::history::{HistoryError, MAX_CAPACITY};
+use crate::trace::Request;
+use dense::DenseIds;
+use histories::Histories;
+
+/// An eviction policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Policy {
+    /// First in, first out: the history's own semantics.
+    Fifo,
+    /// Least recently used.
+    Lru,
+    /// Never evicts.
+    Inf,
+}
+
+impl Policy {
+    /// The policy's name as the CLI and JSON spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Lru => "lru",
+            Policy::Inf => "inf",
+        }
+    }
+
+    /// Looks a policy up by [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Policy> {
+        [Policy::Fifo, Policy::Lru, Policy::Inf].into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to replay against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayConfig {
+    /// Tokens per block (for the token counts of blocks).
+    pub block_size: usize,
+    /// The histories: a policy and a capacity in blocks (`None` for `inf`).
+    pub histories: Vec<(Policy, Option<usize>)>,
+    /// Index of the first request that is counted (the warm-up ends before it).
+    pub measure_from: usize,
+}
+
+impl ReplayConfig {
+    /// Every policy in `policies` at every capacity in `capacities`, plus one `inf` history
+    /// when `inf` is among the capacities or the policies; sorted, without duplicates.
+    pub fn grid(
+        block_size: usize,
+        policies: &[Policy],
+        capacities: &[Option<usize>],
+    ) -> ReplayConfig {
+        let mut histories = Vec::new();
+        let wants_inf = policies.contains(&Policy::Inf) || capacities.contains(&None);
+        for &policy in policies.iter().filter(|&&p| p != Policy::Inf) {
+            for &capacity in capacities.iter().flatten() {
+                histories.push((policy, Some(capacity)));
+            }
+        }
+        if wants_inf {
+            histories.push((Policy::Inf, None));
+        }
+        histories.sort();
+        histories.dedup();
+        ReplayConfig { block_size, histories, measure_from: 0 }
+    }
+}
+
+/// Why a replay could not be set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// A block size of zero.
+    ZeroBlockSize,
+    /// A history could not be built.
+    History(HistoryError),
+    /// A finite policy without a capacity, or `inf` with one.
+    BadCapacity(Policy),
+    /// The trace has more distinct ids than one replay can number.
+    TooManyIds,
+    /// The trace has more requests than one replay can number (`u32::MAX`).
+    TooManyRequests,
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroBlockSize => f.write_str("block size must be at least 1"),
+            Self::History(e) => e.fmt(f),
+            Self::BadCapacity(Policy::Inf) => f.write_str("the inf policy takes no capacity"),
+            Self::BadCapacity(policy) => write!(f, "the {policy} policy needs a capacity"),
+            Self::TooManyRequests => {
+                write!(f, "the trace has more than {} requests", u32::MAX)
+            }
+            Self::TooManyIds => {
+                write!(f, "the trace has more than {MAX_DISTINCT_IDS} distinct block ids")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ReplayError {}
+
+/// One history's results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The policy.
+    pub policy: Policy,
+    /// Capacity in blocks (`None` for `inf`).
+    pub capacity: Option<usize>,
+    /// Heap bytes a kvreuse history of this capacity takes (`None` for `inf`).
+    pub heap_bytes: Option<usize>,
+    /// Prompt tokens of the counted requests.
+    pub f0_tokens: u64,
+    /// Prompt tokens in leading blocks that were present.
+    pub f1_tokens: u64,
+    /// Prompt tokens in any present block.
+    pub any_tokens: u64,
+    /// Leading blocks that were present.
+    pub f1_blocks: u64,
+    /// Ids evicted while counting.
+    pub evictions: u64,
+    /// At the end, how far back the history reached in trace time: the last request's
+    /// timestamp minus that of the request that inserted the oldest id still present.
+    pub reach_ms: Option<u64>,
+}
+
+/// The most distinct ids one replay handles (they are numbered with `u32`s).
+pub const MAX_DISTINCT_IDS: usize = u32::MAX as usize - 1;
+
+/// The replay engine. See the [module docs](self).
+#[derive(Debug)]
+pub struct Replay {
+    block_size: usize,
+    measure_from: usize,
+    requests: usize,
+    /// Each request's timestamp, by request number.
+    timestamps: Vec<Option<u64>>,
+    histories: Histories,
+    rows: Vec<Row>,
+    /// The dense number of each id seen so far.
+    dense: DenseIds,
+    /// The current request's prompt and output ids, as dense numbers.
+    prompt: Vec<u32>,
+    output: Vec<u32>,
+    /// Per history, scratch: leading present blocks of the current prompt, and evictions.
+    leading: Vec<u64>,
+    evictions: Vec<u64>,
+    /// Per presence word: the bits of existing histories, and scratch for [`Self::count`].
+    all: Vec<u64>,
+    still: Vec<u64>,
+}
+
+impl Replay {
+    /// An engine for `config`; histories are allocated here.
+    pub fn new(config: &ReplayConfig) -> Result<Replay, ReplayError> {
+        if config.block_size == 0 {
+            return Err(ReplayError::ZeroBlockSize);
+        }
+        let rows = config
+            .histories
+            .iter()
+            .map(|&(policy, capacity)| {
+                match (policy, capacity) {
+                    (Policy::Fifo | Policy::Lru, Some(0)) => {
+                        return Err(ReplayError::History(HistoryError::ZeroCapacity));
+                    }
+                    (Policy::Fifo | Policy::Lru, Some(c)) if c > MAX_CAPACITY => {
+                        return Err(ReplayError::History(HistoryError::CapacityTooLarge {
+                            capacity: c,
+                        }));
+                    }
+                    (Policy::Fifo | Policy::Lru, Some(_)) | (Policy::Inf, None) => {}
+                    (policy, _) => return Err(ReplayError::BadCapacity(policy)),
+                }
+                Ok(Row {
+                    policy,
+                    capacity,
+                    heap_bytes: capacity.map(Capacity::heap_bytes_of),
+                    f0_tokens: 0,
+                    f1_tokens: 0,
+                    any_tokens: 0,
+                    f1_blocks: 0,
+                    evictions: 0,
+                    reach_ms: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = rows.len();
+        let histories = Histories::new(&config.histories);
+        let all: Vec<u64> = (0..histories.words())
+            .map(|w| match n.saturating_sub(w * 64) {
+                64.. => u64::MAX,
+                bits => (1u64 << bits) - 1,
+            })
+            .collect();
+        Ok(Replay {
+            block_size: config.block_size,
+            measure_from: config.measure_from,
+            requests: 0,
+            timestamps: Vec::new(),
+            histories,
+            rows,
+            dense: DenseIds::default(),
+            prompt: Vec::new(),
+            output: Vec::new(),
+            leading: vec![0; n],
+            evictions: vec![0; n],
+            still: all.clone(),
+            all,
+        })
+    }
+
+    /// Makes room for `ids` more distinct ids, so that a caller that knows (a bound on) the
+    /// trace's size spares the histories from regrowing (and copying) as it goes.
+    pub fn reserve(&mut self, ids: usize) {
+        self.histories.reserve(self.dense.len().saturating_add(ids));
+    }
+
+    /// The dense numbers of `ids`, numbering new ones.
+    fn intern(dense: &mut DenseIds, ids: &[u64], out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(ids.iter().map(|&id| dense.number(id)));
+    }
+
+    /// Replays one request against every history. Fails, changing nothing, only when the
+    /// trace holds more distinct ids than [`MAX_DISTINCT_IDS`] or more than `u32::MAX`
+    /// requests.
+    pub fn push(&mut self, request: &Request) -> Result<(), ReplayError> {
+        let ids = request.prompt_ids.len() + request.output_ids.len();
+        if self.dense.len().saturating_add(ids) > MAX_DISTINCT_IDS {
+            return Err(ReplayError::TooManyIds);
+        }
+        let stamp = u32::try_from(self.requests).map_err(|_| ReplayError::TooManyRequests)?;
+        let counted = self.requests >= self.measure_from;
+        self.requests += 1;
+        self.timestamps.push(request.timestamp);
+        let known = self.dense.len();
+        Self::intern(&mut self.dense, &request.prompt_ids, &mut self.prompt);
+        Self::intern(&mut self.dense, &request.output_ids, &mut self.output);
+        if self.dense.len() > known {
+            self.histories.grow(self.dense.len());
+        }
+        if counted {
+            self.count(request);
+        }
+        self.evictions.fill(0);
+        self.histories.learn(&self.prompt, stamp, &mut self.evictions);
+        self.histories.learn(&self.output, stamp, &mut self.evictions);
+        if counted {
+            for (row, evicted) in self.rows.iter_mut().zip(&self.evictions) {
+                row.evictions += evicted;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the current request's F0, F1 and "any" counts to every row, looking its prompt up
+    /// in all histories at once: one presence word covers 64 of them.
+    fn count(&mut self, request: &Request) {
+        let bs = self.block_size;
+        self.leading.fill(self.prompt.len() as u64);
+        // Per presence word, the histories in which every block so far was present.
+        self.still.copy_from_slice(&self.all);
+        for (j, &id) in self.prompt.iter().enumerate() {
+            let tokens = request.block_tokens(j, bs);
+            for (w, (&present, still)) in
+                self.histories.presence(id).iter().zip(self.still.iter_mut()).enumerate()
+            {
+                for h in bits(*still & !present) {
+                    self.leading[w * 64 + h] = j as u64;
+                }
+                *still &= present;
+                for h in bits(present) {
+                    self.rows[w * 64 + h].any_tokens += tokens;
+                }
+            }
+        }
+        for (row, &leading) in self.rows.iter_mut().zip(&self.leading) {
+            row.f0_tokens += request.prompt_tokens;
+            row.f1_blocks += leading;
+            // Blocks hold `block_size` tokens each until the prompt's tokens run out.
+            row.f1_tokens += (bs as u64).saturating_mul(leading).min(request.prompt_tokens);
+        }
+    }
+
+    /// Requests replayed so far.
+    pub fn requests(&self) -> usize {
+        self.requests
+    }
+
+    /// The results so far, one row per history, in configuration order.
+    pub fn results(&self) -> Vec<Row> {
+        let last_timestamp = self.timestamps.iter().rev().find_map(|&t| t);
+        let mut rows = self.rows.clone();
+        for (h, row) in rows.iter_mut().enumerate() {
+            let oldest = self.histories.oldest_stamp(h).and_then(|s| self.timestamps[s as usize]);
+            row.reach_ms = last_timestamp.zip(oldest).map(|(last, t)| last.saturating_sub(t));
+        }
+        rows
+    }
+}
+
+/// The indexes of the set bits of `word`, lowest first.
+fn bits(mut word: u64) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        (word != 0).then(|| {
+            let bit = word.trailing_zeros() as usize;
+            word &= word - 1;
+            bit
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;
