@@ -1,12 +1,43 @@
 //! # kvreuse
 //!
-//! What an LLM router links to measure how much of its prompt traffic was computed before.
+//! What an LLM router links to measure how much of its prompt traffic was computed before:
+//! per router, **F0** (prompt tokens seen) and **F1** (prompt tokens in leading blocks whose
+//! ids had been computed before), as Prometheus metrics.
+//!
+//! ```
+//! use kvreuse::{Config, Tracker};
+//!
+//! let registry = prometheus::Registry::new();
+//! let tracker = Tracker::new(&Config::new(16).with_history_bytes(1 << 20), &registry)?;
+//! let prompt: Vec<u32> = (0..40).collect();
+//! for _ in 0..2 {
+//!     let mut guard = tracker.begin(&prompt);
+//!     guard.observe_output(0, &[7, 8, 9]);
+//!     guard.complete();
+//! }
+//! // The second request found the first one's two complete blocks: F1 = 32 tokens.
+//! # let text = prometheus::TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
+//! # assert!(text.contains("dynamo_component_router_kv_history_cached_prefix_tokens_total 32"));
+//! # Ok::<(), kvreuse::Error>(())
+//! ```
+//!
 //! The numbers themselves come from [`kvreuse_core`] (re-exported as [`core`]); this crate adds
-//! what needs an operating system: a history shared between threads ([`SharedHistory`]).
+//! what needs an operating system: a history shared between threads ([`SharedHistory`]), the
+//! request guards ([`Tracker`], [`RequestGuard`]), metrics, configuration ([`Config`]) and
+//! trace files ([`trace`]).
 
 pub use kvreuse_core as core;
 
+pub mod config;
+mod error;
 pub mod history;
+mod metrics;
+pub mod replay;
+pub mod trace;
+pub mod tracker;
 
+pub use config::Config;
+pub use error::{Error, Result};
 pub use history::SharedHistory;
 pub use kvreuse_core::history::{HistoryError, Inserted};
+pub use tracker::{RequestGuard, Tracker};

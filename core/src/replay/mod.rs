@@ -1,6 +1,6 @@
 //! Trace replay: how much prefix reuse a request trace has, at many history sizes at once.
 //!
-//! The engine takes parsed [`Request`](crate::trace::Request)s, one at a time, and runs each
+//! The engine takes parsed [`Request`]s, one at a time, and runs each
 //! through every configured history in a single pass. Per request, each history is looked up
 //! as it stood before the request, then learns the request's ids:
 //!

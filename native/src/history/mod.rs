@@ -9,8 +9,10 @@
 #[cfg(target_os = "linux")]
 mod pages;
 
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use kvreuse_core::history::{History, HistoryError, HistoryReader, Inserted, Storage};
 
@@ -30,8 +32,30 @@ pub type DefaultStorage = kvreuse_core::history::BoxStorage;
 /// semantics as [`History`], with every operation on `&self`.
 #[derive(Debug)]
 pub struct SharedHistory<S: Storage = DefaultStorage> {
-    writer: Mutex<History<S>>,
+    writer: Mutex<Writer<S>>,
     reader: HistoryReader<S>,
+}
+
+/// The writer's side, behind the lock.
+#[derive(Debug)]
+struct Writer<S: Storage> {
+    history: History<S>,
+    /// (insertion count after an insert, when it happened), oldest first, for the inserts
+    /// that still have ids present: how far back the history reaches.
+    spans: VecDeque<(u64, Instant)>,
+}
+
+impl<S: Storage> Writer<S> {
+    fn note_insert(&mut self) {
+        let now = self.history.total_inserted();
+        if self.spans.back().is_none_or(|&(end, _)| end < now) {
+            self.spans.push_back((now, Instant::now()));
+        }
+        let oldest = now - self.history.len() as u64;
+        while self.spans.front().is_some_and(|&(end, _)| end <= oldest) {
+            self.spans.pop_front();
+        }
+    }
 }
 
 /// A fresh random seed for the index key, from the standard library's per-process random
@@ -66,12 +90,11 @@ impl<S: Storage> SharedHistory<S> {
     /// Shares an existing history.
     pub fn from_history(history: History<S>) -> Self {
         let reader = history.reader();
-        SharedHistory { writer: Mutex::new(history), reader }
+        SharedHistory { writer: Mutex::new(Writer { history, spans: VecDeque::new() }), reader }
     }
 
-    /// The writer, for operations that must see a consistent history (snapshots). Holding it
-    /// blocks other writers, never readers.
-    pub fn lock(&self) -> MutexGuard<'_, History<S>> {
+    /// The writer. Holding it blocks other writers, never readers.
+    fn lock(&self) -> MutexGuard<'_, Writer<S>> {
         // A panic while holding the lock cannot leave the history inconsistent: it updates its
         // state before anything that could panic. So a poisoned lock is still usable.
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
@@ -82,7 +105,18 @@ impl<S: Storage> SharedHistory<S> {
         if ids.is_empty() {
             return Inserted::default();
         }
-        self.lock().insert_all(ids)
+        let mut writer = self.lock();
+        let inserted = writer.history.insert_all(ids);
+        if inserted.new > 0 {
+            writer.note_insert();
+        }
+        inserted
+    }
+
+    /// How long ago the oldest id present was inserted: how far back the history reaches.
+    pub fn oldest_age(&self) -> Option<Duration> {
+        let writer = self.lock();
+        writer.spans.front().map(|&(_, at)| at.elapsed())
     }
 
     /// The number of leading `ids` that are all present. Lock-free.
@@ -123,7 +157,9 @@ impl<S: Storage> SharedHistory<S> {
 
     /// Forgets every id.
     pub fn clear(&self) {
-        self.lock().clear();
+        let mut writer = self.lock();
+        writer.history.clear();
+        writer.spans.clear();
     }
 
     /// The heap bytes the history holds, exactly.
@@ -134,7 +170,7 @@ impl<S: Storage> SharedHistory<S> {
     /// The ids present, oldest first, as one consistent snapshot (taken under the writer
     /// lock).
     pub fn oldest_first(&self) -> Vec<u64> {
-        self.lock().oldest_first().collect()
+        self.lock().history.oldest_first().collect()
     }
 
     /// A lock-free read handle that can outlive borrows of `self`.
@@ -154,8 +190,23 @@ mod tests {
         assert_eq!(h.oldest_first(), [2, 3, 4]);
         assert_eq!(h.seen_prefix_len(&[2, 3, 1]), 2);
         assert!(h.is_full() && !h.contains(1));
+        assert!(h.oldest_age().unwrap() < Duration::from_secs(60));
         h.clear();
         assert!(h.is_empty());
+        assert_eq!(h.oldest_age(), None);
+    }
+
+    #[test]
+    fn oldest_age_follows_the_oldest_id_present() {
+        let h = SharedHistory::with_capacity(2).unwrap();
+        h.insert_all(&[1]);
+        std::thread::sleep(Duration::from_millis(30));
+        h.insert_all(&[2]);
+        let before = h.oldest_age().unwrap();
+        assert!(before >= Duration::from_millis(30));
+        // Evicting 1 leaves 2 as the oldest, inserted later.
+        h.insert_all(&[3]);
+        assert!(h.oldest_age().unwrap() < before);
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! `kvreuse replay`: how much prefix reuse a trace has, at several history sizes and policies.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use kvreuse::core::chain::DynamoHasher;
+use kvreuse::core::replay::{Capacity, Policy, ReplayConfig, Row};
+use kvreuse::trace::{self, BUNDLED_TRACE_NAME};
+use serde::Serialize;
+
+/// Arguments of `kvreuse replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// Trace files (JSONL, `.gz` read transparently): Mooncake records (`hash_ids`) or token
+    /// records (`tokens`, optional `output_tokens`). Without any, the bundled Mooncake
+    /// synthetic trace.
+    traces: Vec<PathBuf>,
+    /// Tokens per block: the trace's for Mooncake records, the hashing block size for token
+    /// records.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    block_size: usize,
+    /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "1k,10k,100k,1M,inf", value_delimiter = ',', value_parser = parse_capacity)]
+    capacity: Vec<Capacity>,
+    /// Eviction policies: fifo (the history's own), lru, inf; comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "fifo,lru", value_delimiter = ',', value_parser = parse_policy)]
+    policy: Vec<Policy>,
+    /// Fraction of the requests that only warm the histories up and are not counted.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    warmup: f64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw F1/F0 against capacity, one line per policy, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Skip invalid lines (and report how many) instead of stopping at the first.
+    #[arg(long)]
+    skip_invalid: bool,
+}
+
+fn parse_capacity(text: &str) -> Result<Capacity, String> {
+    Capacity::parse(text).map_err(|e| format!("{text:?}: {e}"))
+}
+
+fn parse_policy(text: &str) -> Result<Policy, String> {
+    Policy::from_name(text.trim())
+        .ok_or_else(|| format!("unknown policy {text:?} (expected fifo, lru or inf)"))
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} is not a fraction in [0, 1)")),
+    }
+}
+
+/// The JSON output.
+#[derive(Serialize)]
+struct Report<'a> {
+    requests: usize,
+    measured_requests: usize,
+    block_size: usize,
+    warmup: f64,
+    skipped_lines: u64,
+    rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum JsonCapacity {
+    Blocks(usize),
+    Infinite(&'static str),
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    policy: &'a str,
+    capacity: JsonCapacity,
+    heap_bytes: Option<usize>,
+    f0_tokens: u64,
+    f1_tokens: u64,
+    any_tokens: u64,
+    f1_blocks: u64,
+    evictions: u64,
+    reach_ms: Option<u64>,
+}
+
+impl<'a> From<&'a Row> for JsonRow<'a> {
+    fn from(row: &'a Row) -> Self {
+        JsonRow {
+            policy: row.policy.name(),
+            capacity: row.capacity.map_or(JsonCapacity::Infinite("inf"), JsonCapacity::Blocks),
+            heap_bytes: row.heap_bytes,
+            f0_tokens: row.f0_tokens,
+            f1_tokens: row.f1_tokens,
+            any_tokens: row.any_tokens,
+            f1_blocks: row.f1_blocks,
+            evictions: row.evictions,
+            reach_ms: row.reach_ms,
+        }
+    }
+}
+
+pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
+    let hasher = DynamoHasher::new(args.block_size)?;
+    let capacities = args
+        .capacity
+        .iter()
+        .map(|c| c.blocks().with_context(|| format!("capacity {c}")))
+        .collect::<Result<Vec<_>>>()?;
+    if args.policy.is_empty() || capacities.is_empty() {
+        bail!("give at least one policy and one capacity");
+    }
+    if args.traces.is_empty() {
+        eprintln!(
+            "kvreuse: replaying the {BUNDLED_TRACE_NAME} (FAST'25, Apache-2.0; see traces/NOTICE)"
+        );
+    }
+    let threads = trace::default_threads();
+    let loaded = trace::load(&args.traces, &hasher, args.skip_invalid, threads)?;
+    if loaded.skipped > 0 {
+        eprintln!("kvreuse: skipped {} invalid lines", loaded.skipped);
+    }
+
+    let mut config = ReplayConfig::grid(args.block_size, &args.policy, &capacities);
+    let total = loaded.requests.len();
+    config.measure_from = (args.warmup * total as f64).floor() as usize;
+    let progress = if std::io::stderr().is_terminal() && total >= 100_000 {
+        ProgressBar::new(total as u64).with_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} requests {eta}")
+                .expect("a valid template"),
+        )
+    } else {
+        ProgressBar::hidden()
+    };
+    let rows = kvreuse::replay::replay(&config, &loaded.requests, threads, &|done| {
+        progress.set_position(done as u64);
+    })?;
+    progress.finish_and_clear();
+
+    if let Some(path) = &args.plot {
+        crate::plot::write_svg(path, &rows)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let report = Report {
+            requests: total,
+            measured_requests: total - config.measure_from.min(total),
+            block_size: args.block_size,
+            warmup: args.warmup,
+            skipped_lines: loaded.skipped,
+            rows: rows.iter().map(JsonRow::from).collect(),
+        };
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        let measured = total - config.measure_from.min(total);
+        writeln!(out, "{total} requests ({measured} counted), block size {}", args.block_size)?;
+        write_table(&mut out, &rows)?;
+    }
+    out.flush().context("cannot write stdout")
+}
+
+fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+    let header = [
+        "policy",
+        "capacity",
+        "bytes",
+        "F0 tokens",
+        "F1 tokens",
+        "F1/F0",
+        "any/F0",
+        "evictions",
+        "reach",
+    ];
+    let cells: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let percent = |part: u64| {
+                if r.f0_tokens == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.2}%", 100.0 * part as f64 / r.f0_tokens as f64)
+                }
+            };
+            [
+                r.policy.name().into(),
+                r.capacity.map_or("inf".into(), thousands),
+                r.heap_bytes.map_or("-".into(), human_bytes),
+                thousands(r.f0_tokens as usize),
+                thousands(r.f1_tokens as usize),
+                percent(r.f1_tokens),
+                percent(r.any_tokens),
+                thousands(r.evictions as usize),
+                r.reach_ms.map_or("-".into(), human_ms),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| cells.iter().map(|row| row[c].len()).chain([header[c].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |out: &mut dyn Write, row: &[&str]| -> std::io::Result<()> {
+        for (c, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            // Text left, numbers right.
+            if c == 0 {
+                write!(out, "{cell:<width$}")?;
+            } else {
+                write!(out, "  {cell:>width$}")?;
+            }
+        }
+        writeln!(out)
+    };
+    line(out, &header)?;
+    for row in &cells {
+        line(out, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    Ok(())
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+fn human_ms(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1e3),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 6e4),
+        _ => format!("{:.1} h", ms as f64 / 3.6e6),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+        assert_eq!(human_ms(999), "999 ms");
+        assert_eq!(human_ms(90_000), "1.5 min");
+    }
+}
