@@ -11,7 +11,9 @@
 //! - accounts each request exactly once ([`attempt`]): F0, the prompt tokens seen, and F1,
 //!   the prompt tokens in leading blocks computed before;
 //! - replays request traces ([`trace`], [`replay`]) through many history sizes and policies
-//!   in one pass, for capacity planning.
+//!   in one pass, for capacity planning;
+//! - defines the bytes replicas exchange ([`message`]) and the snapshot file format
+//!   ([`snapshot`]), so that the native crate only moves them.
 //!
 //! Everything here is free of I/O and of `std`: the command-line tool, a router linking the
 //! native crate and the browser build all run this same code, so they give identical answers
@@ -29,8 +31,10 @@ extern crate alloc;
 pub mod attempt;
 pub mod chain;
 pub mod history;
+pub mod message;
 pub mod output;
 pub mod replay;
+pub mod snapshot;
 pub mod trace;
 
 mod prefetch;

@@ -1,7 +1,10 @@
 //! The crate's error type.
 
+use std::path::PathBuf;
+
 use kvreuse_core::chain::ChainError;
 use kvreuse_core::history::HistoryError;
+use kvreuse_core::snapshot::SnapshotError;
 
 /// What can go wrong setting up or running kvreuse in a router.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +19,38 @@ pub enum Error {
     /// The metrics could not be registered (for example, registered twice in one registry).
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// A snapshot file is not valid; nothing was loaded from it.
+    #[error("{}: {source}", path.display())]
+    Snapshot {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: SnapshotError,
+    },
+    /// A snapshot holds the ids of another domain (model, block size, Eagle or scheme).
+    #[error(
+        "{}: the snapshot is for domain {found:#018x}, not this router's {expected:#018x}",
+        path.display()
+    )]
+    ForeignSnapshot {
+        /// The file.
+        path: PathBuf,
+        /// The domain digest asked for.
+        expected: u64,
+        /// The domain digest in the file.
+        found: u64,
+    },
+    /// Replica sync could not start (bad settings).
+    #[error("replica sync: {0}")]
+    Sync(String),
 }
 
 /// `Result` with [`Error`].

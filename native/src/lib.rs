@@ -33,6 +33,7 @@ mod error;
 pub mod history;
 mod metrics;
 pub mod replay;
+pub mod sync;
 pub mod trace;
 pub mod tracker;
 
@@ -40,4 +41,5 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use history::SharedHistory;
 pub use kvreuse_core::history::{HistoryError, Inserted};
+pub use sync::{Sync, SyncConfig};
 pub use tracker::{RequestGuard, Tracker};

@@ -8,6 +8,9 @@
 
 #[cfg(target_os = "linux")]
 mod pages;
+mod snapshot;
+
+pub use snapshot::Loaded;
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};

@@ -1,0 +1,280 @@
+//! The message replicas exchange: the block ids one of them learned, in a small, versioned
+//! binary format.
+//!
+//! Replicas of a router share what they learn by publishing each completed request's ids
+//! (the ids its own history learns). Routers serving different models, block sizes or hash
+//! schemes must never mix ids, so every message carries the digest of its [`Domain`], and the
+//! transport derives its subject from the same digest.
+//!
+//! Layout, all integers little-endian:
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 4 | magic `KVRS` |
+//! | 4 | 1 | version, 1 |
+//! | 5 | 1 | flags, 0 (a reader rejects any other value) |
+//! | 6 | 2 | `count`: ids that follow, at most [`MAX_IDS`] |
+//! | 8 | 8 | source: the publishing replica's random id |
+//! | 16 | 8 | domain digest ([`Domain::digest`]) |
+//! | 24 | 8 × `count` | the ids, oldest first |
+//!
+//! A message is therefore at most [`MAX_MESSAGE_BYTES`] long. [`decode`] checks everything
+//! and tells an oversized message from a malformed one, so a receiver can count both.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+/// The first four bytes of every message.
+pub const MAGIC: [u8; 4] = *b"KVRS";
+/// The version this code writes and reads.
+pub const VERSION: u8 = 1;
+/// Most ids in one message.
+pub const MAX_IDS: usize = 4096;
+/// Bytes before the ids.
+pub const HEADER_BYTES: usize = 24;
+/// The longest valid message.
+pub const MAX_MESSAGE_BYTES: usize = HEADER_BYTES + 8 * MAX_IDS;
+
+/// What the ids of a group of routers mean: ids are only comparable within one domain.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Domain {
+    /// The served model's name.
+    pub model: alloc::string::String,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Whether blocks are hashed in Eagle mode (`block_size + 1` token windows).
+    pub eagle: bool,
+    /// The hash scheme's name (for example `dynamo`, `vllm-sha256-cbor`).
+    pub scheme: alloc::string::String,
+}
+
+impl Domain {
+    /// A 64-bit digest of the domain: XXH3-64 (seed 0) of `kvreuse-domain-v1`, then the
+    /// model's UTF-8 length (u64) and bytes, the block size (u64), eagle (one byte, 0 or 1),
+    /// and the scheme's length and bytes; integers little-endian. Lengths keep the fields
+    /// apart whatever they contain.
+    pub fn digest(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(64 + self.model.len() + self.scheme.len());
+        bytes.extend_from_slice(b"kvreuse-domain-v1");
+        bytes.extend_from_slice(&(self.model.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(self.model.as_bytes());
+        bytes.extend_from_slice(&(self.block_size as u64).to_le_bytes());
+        bytes.push(u8::from(self.eagle));
+        bytes.extend_from_slice(&(self.scheme.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(self.scheme.as_bytes());
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+}
+
+/// A decoded message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The publishing replica.
+    pub source: u64,
+    /// Its domain's digest.
+    pub domain: u64,
+    /// The ids, oldest first.
+    pub ids: Vec<u64>,
+}
+
+/// Why bytes are not a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// Longer than [`MAX_MESSAGE_BYTES`] or announcing more than [`MAX_IDS`] ids.
+    Oversized {
+        /// The message's length in bytes.
+        bytes: usize,
+        /// The ids its header announces (0 when the header is not readable).
+        count: usize,
+    },
+    /// Shorter than the header.
+    Truncated {
+        /// The message's length in bytes.
+        bytes: usize,
+    },
+    /// Not starting with [`MAGIC`].
+    BadMagic,
+    /// A version this code does not read.
+    UnsupportedVersion(u8),
+    /// Flags this code does not know.
+    UnknownFlags(u8),
+    /// The length does not match the announced count.
+    LengthMismatch {
+        /// The ids the header announces.
+        count: usize,
+        /// The message's length in bytes.
+        bytes: usize,
+    },
+    /// More ids given to [`encode_into`] than [`MAX_IDS`].
+    TooManyIds(usize),
+}
+
+impl MessageError {
+    /// Whether the message was rejected for its size rather than its shape.
+    pub fn is_oversized(&self) -> bool {
+        matches!(self, MessageError::Oversized { .. } | MessageError::TooManyIds(_))
+    }
+}
+
+impl fmt::Display for MessageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Oversized { bytes, count } => write!(
+                f,
+                "message of {bytes} bytes announcing {count} ids exceeds the limit of {MAX_IDS} \
+                 ids ({MAX_MESSAGE_BYTES} bytes)"
+            ),
+            Self::Truncated { bytes } => {
+                write!(f, "message of {bytes} bytes is shorter than its {HEADER_BYTES}-byte header")
+            }
+            Self::BadMagic => f.write_str("not a kvreuse message (bad magic)"),
+            Self::UnsupportedVersion(v) => write!(f, "unsupported message version {v}"),
+            Self::UnknownFlags(flags) => write!(f, "unknown message flags {flags:#04x}"),
+            Self::LengthMismatch { count, bytes } => write!(
+                f,
+                "message announces {count} ids ({} bytes) but has {bytes} bytes",
+                HEADER_BYTES + 8 * count
+            ),
+            Self::TooManyIds(n) => write!(f, "{n} ids do not fit one message (at most {MAX_IDS})"),
+        }
+    }
+}
+
+impl core::error::Error for MessageError {}
+
+/// Appends the message for `ids` to `out`. At most [`MAX_IDS`] ids; split longer lists.
+pub fn encode_into(
+    source: u64,
+    domain: u64,
+    ids: &[u64],
+    out: &mut Vec<u8>,
+) -> Result<(), MessageError> {
+    if ids.len() > MAX_IDS {
+        return Err(MessageError::TooManyIds(ids.len()));
+    }
+    out.reserve(HEADER_BYTES + 8 * ids.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.push(0);
+    out.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+    out.extend_from_slice(&source.to_le_bytes());
+    out.extend_from_slice(&domain.to_le_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// Decodes and checks a message.
+pub fn decode(bytes: &[u8]) -> Result<Message, MessageError> {
+    let count = match bytes.get(6..8) {
+        Some(&[lo, hi]) if bytes.starts_with(&MAGIC) => usize::from(u16::from_le_bytes([lo, hi])),
+        _ => 0,
+    };
+    if bytes.len() > MAX_MESSAGE_BYTES || count > MAX_IDS {
+        return Err(MessageError::Oversized { bytes: bytes.len(), count });
+    }
+    let Some(header) = bytes.first_chunk::<HEADER_BYTES>() else {
+        return Err(MessageError::Truncated { bytes: bytes.len() });
+    };
+    if header[..4] != MAGIC {
+        return Err(MessageError::BadMagic);
+    }
+    if header[4] != VERSION {
+        return Err(MessageError::UnsupportedVersion(header[4]));
+    }
+    if header[5] != 0 {
+        return Err(MessageError::UnknownFlags(header[5]));
+    }
+    if bytes.len() != HEADER_BYTES + 8 * count {
+        return Err(MessageError::LengthMismatch { count, bytes: bytes.len() });
+    }
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let ids = bytes[HEADER_BYTES..]
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect();
+    Ok(Message { source: word(8), domain: word(16), ids })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn encoded(ids: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_into(7, 9, ids, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn round_trips_and_has_the_documented_layout() {
+        for n in [0usize, 1, 5, MAX_IDS] {
+            let ids: Vec<u64> =
+                (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+            let bytes = encoded(&ids);
+            assert_eq!(bytes.len(), HEADER_BYTES + 8 * n);
+            assert_eq!(decode(&bytes).unwrap(), Message { source: 7, domain: 9, ids });
+        }
+        let bytes = encoded(&[0x0102_0304_0506_0708]);
+        assert_eq!(&bytes[..8], b"KVRS\x01\x00\x01\x00");
+        assert_eq!(bytes[8..16], 7u64.to_le_bytes());
+        assert_eq!(bytes[16..24], 9u64.to_le_bytes());
+        assert_eq!(bytes[24..], [8, 7, 6, 5, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn every_defect_is_named() {
+        let good = encoded(&[1, 2, 3]);
+        let with = |at: usize, byte: u8| {
+            let mut b = good.clone();
+            b[at] = byte;
+            b
+        };
+        assert_eq!(decode(&good[..10]), Err(MessageError::Truncated { bytes: 10 }));
+        assert_eq!(decode(&[]), Err(MessageError::Truncated { bytes: 0 }));
+        assert_eq!(decode(&with(0, b'X')), Err(MessageError::BadMagic));
+        assert_eq!(decode(&with(4, 2)), Err(MessageError::UnsupportedVersion(2)));
+        assert_eq!(decode(&with(5, 1)), Err(MessageError::UnknownFlags(1)));
+        assert_eq!(
+            decode(&good[..good.len() - 1]),
+            Err(MessageError::LengthMismatch { count: 3, bytes: good.len() - 1 })
+        );
+        let mut long = good.clone();
+        long.push(0);
+        assert!(matches!(decode(&long), Err(MessageError::LengthMismatch { .. })));
+        // Announcing more than the limit, or being longer than any valid message.
+        let big = with(7, 0x20);
+        assert_eq!(decode(&big), Err(MessageError::Oversized { bytes: good.len(), count: 0x2003 }));
+        let huge = vec![0u8; MAX_MESSAGE_BYTES + 1];
+        assert!(decode(&huge).unwrap_err().is_oversized());
+        let too_many = vec![0u64; MAX_IDS + 1];
+        assert_eq!(
+            encode_into(1, 1, &too_many, &mut Vec::new()),
+            Err(MessageError::TooManyIds(MAX_IDS + 1))
+        );
+    }
+
+    #[test]
+    fn domains_differ_by_every_field() {
+        let base =
+            Domain { model: "m".into(), block_size: 16, eagle: false, scheme: "dynamo".into() };
+        let digests = [
+            base.digest(),
+            Domain { model: "m2".into(), ..base.clone() }.digest(),
+            Domain { block_size: 32, ..base.clone() }.digest(),
+            Domain { eagle: true, ..base.clone() }.digest(),
+            Domain { scheme: "vllm-sha256-cbor".into(), ..base.clone() }.digest(),
+            // Field boundaries count: moving a byte from the model to the scheme changes it.
+            Domain { model: "".into(), scheme: "mdynamo".into(), ..base.clone() }.digest(),
+        ];
+        for (i, a) in digests.iter().enumerate() {
+            for b in &digests[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(base.digest(), base.clone().digest());
+    }
+}

@@ -1,0 +1,324 @@
+//! Replica sync settings: a builder for code and [`SyncConfig::from_env`] for deployments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kvreuse_core::message::Domain;
+use tracing::warn;
+
+/// The switch.
+pub const ENV_SYNC: &str = "DYN_ROUTER_CACHE_REUSE_SYNC";
+/// The NATS server URL(s), comma-separated.
+pub const ENV_URL: &str = "KVREUSE_NATS_URL";
+/// Dynamo's variable for its NATS server, used when [`ENV_URL`] is unset.
+pub const ENV_DYNAMO_URL: &str = "NATS_SERVER";
+/// Token authentication.
+pub const ENV_TOKEN: &str = "KVREUSE_NATS_TOKEN";
+/// User name (with [`ENV_PASSWORD`]).
+pub const ENV_USER: &str = "KVREUSE_NATS_USER";
+/// Password (with [`ENV_USER`]).
+pub const ENV_PASSWORD: &str = "KVREUSE_NATS_PASSWORD";
+/// An nkey seed.
+pub const ENV_NKEY_SEED: &str = "KVREUSE_NATS_NKEY_SEED";
+/// A credentials file (JWT and nkey seed).
+pub const ENV_CREDS: &str = "KVREUSE_NATS_CREDS";
+/// Require TLS (`1|true|on|yes`).
+pub const ENV_TLS: &str = "KVREUSE_NATS_TLS";
+/// A CA certificate file (PEM) to trust.
+pub const ENV_TLS_CA: &str = "KVREUSE_NATS_TLS_CA";
+/// A client certificate file (PEM), with [`ENV_TLS_KEY`].
+pub const ENV_TLS_CERT: &str = "KVREUSE_NATS_TLS_CERT";
+/// The client certificate's key file (PEM).
+pub const ENV_TLS_KEY: &str = "KVREUSE_NATS_TLS_KEY";
+/// The subject prefix.
+pub const ENV_SUBJECT_PREFIX: &str = "KVREUSE_SYNC_SUBJECT_PREFIX";
+/// The catch-up stream's size bound in bytes (`0` turns catch-up off).
+pub const ENV_STREAM_BYTES: &str = "KVREUSE_SYNC_STREAM_BYTES";
+/// The catch-up stream's age bound in seconds (unset: none).
+pub const ENV_STREAM_MAX_AGE: &str = "KVREUSE_SYNC_STREAM_MAX_AGE_SECONDS";
+
+/// The default server.
+pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
+/// The default subject prefix; the subject is `{prefix}.{domain digest in hex}`.
+pub const DEFAULT_SUBJECT_PREFIX: &str = "kvreuse.ids";
+/// The default bound of the catch-up stream.
+pub const DEFAULT_STREAM_BYTES: u64 = 64 << 20;
+/// Completions waiting to be published before new ones are dropped (and counted).
+pub const DEFAULT_QUEUE: usize = 8192;
+
+/// How to authenticate to NATS.
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    None,
+    /// A token.
+    Token(String),
+    /// A user name and password.
+    UserPassword(String, String),
+    /// An nkey seed.
+    NkeySeed(String),
+    /// A credentials file (JWT and seed).
+    CredentialsFile(PathBuf),
+}
+
+impl std::fmt::Debug for Auth {
+    /// Never prints secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Token(_) => f.write_str("Token(..)"),
+            Auth::UserPassword(user, _) => write!(f, "UserPassword({user:?}, ..)"),
+            Auth::NkeySeed(_) => f.write_str("NkeySeed(..)"),
+            Auth::CredentialsFile(path) => write!(f, "CredentialsFile({path:?})"),
+        }
+    }
+}
+
+/// TLS settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// Refuse a connection without TLS.
+    pub required: bool,
+    /// A CA certificate (PEM) to trust besides the system's.
+    pub ca: Option<PathBuf>,
+    /// A client certificate and its key (PEM).
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+/// Replica sync settings. See the [module docs](super).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyncConfig {
+    pub(crate) urls: String,
+    pub(crate) domain: Domain,
+    pub(crate) subject_prefix: String,
+    pub(crate) stream_bytes: u64,
+    pub(crate) stream_max_age: Option<Duration>,
+    pub(crate) auth: Auth,
+    pub(crate) tls: Tls,
+    pub(crate) queue: usize,
+    pub(crate) linger: Duration,
+    pub(crate) name: String,
+}
+
+impl SyncConfig {
+    /// Sync for `domain` through the NATS server(s) at `urls` (comma-separated), with the
+    /// defaults: catch-up stream of 64 MiB, no authentication, TLS when the server asks.
+    pub fn new(urls: impl Into<String>, domain: Domain) -> SyncConfig {
+        SyncConfig {
+            urls: urls.into(),
+            domain,
+            subject_prefix: DEFAULT_SUBJECT_PREFIX.into(),
+            stream_bytes: DEFAULT_STREAM_BYTES,
+            stream_max_age: None,
+            auth: Auth::None,
+            tls: Tls::default(),
+            queue: DEFAULT_QUEUE,
+            linger: Duration::from_millis(2),
+            name: "kvreuse".into(),
+        }
+    }
+
+    /// Settings from the environment, or `None` when [`ENV_SYNC`] is not on. Values that are
+    /// not understood log one warning each and fall back to their defaults.
+    pub fn from_env(domain: Domain) -> Option<SyncConfig> {
+        Self::from_lookup(domain, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with variables read through `lookup`.
+    pub fn from_lookup(
+        domain: Domain,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Option<SyncConfig> {
+        if !switch(&lookup, ENV_SYNC) {
+            return None;
+        }
+        let urls = lookup(ENV_URL)
+            .or_else(|| lookup(ENV_DYNAMO_URL))
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_URL.into());
+        let mut config = SyncConfig::new(urls.trim(), domain);
+        let present = |name: &str| lookup(name).filter(|v| !v.is_empty());
+        config.auth = match (
+            present(ENV_TOKEN),
+            present(ENV_USER),
+            present(ENV_PASSWORD),
+            present(ENV_NKEY_SEED),
+            present(ENV_CREDS),
+        ) {
+            (Some(token), None, None, None, None) => Auth::Token(token),
+            (None, Some(user), Some(password), None, None) => Auth::UserPassword(user, password),
+            (None, None, None, Some(seed), None) => Auth::NkeySeed(seed),
+            (None, None, None, None, Some(file)) => Auth::CredentialsFile(file.into()),
+            (None, None, None, None, None) => Auth::None,
+            _ => {
+                warn!(
+                    "give exactly one of {ENV_TOKEN}, {ENV_USER}+{ENV_PASSWORD}, \
+                     {ENV_NKEY_SEED}, {ENV_CREDS}; connecting without credentials"
+                );
+                Auth::None
+            }
+        };
+        config.tls.required = switch(&lookup, ENV_TLS);
+        config.tls.ca = present(ENV_TLS_CA).map(PathBuf::from);
+        config.tls.client = match (present(ENV_TLS_CERT), present(ENV_TLS_KEY)) {
+            (Some(cert), Some(key)) => Some((cert.into(), key.into())),
+            (None, None) => None,
+            _ => {
+                warn!("{ENV_TLS_CERT} and {ENV_TLS_KEY} go together; using no client certificate");
+                None
+            }
+        };
+        if let Some(prefix) = present(ENV_SUBJECT_PREFIX) {
+            config.subject_prefix = prefix;
+        }
+        if let Some(value) = lookup(ENV_STREAM_BYTES) {
+            match value.trim().parse::<u64>() {
+                Ok(bytes) if bytes <= i64::MAX as u64 => config.stream_bytes = bytes,
+                _ => warn!(
+                    "{ENV_STREAM_BYTES}={value:?} is not a byte count; using the default of \
+                     {DEFAULT_STREAM_BYTES}"
+                ),
+            }
+        }
+        if let Some(value) = lookup(ENV_STREAM_MAX_AGE) {
+            match value.trim().parse::<u64>() {
+                Ok(seconds) if seconds > 0 => {
+                    config.stream_max_age = Some(Duration::from_secs(seconds));
+                }
+                _ => warn!(
+                    "{ENV_STREAM_MAX_AGE}={value:?} is not a positive number of seconds; \
+                     keeping ids without an age limit"
+                ),
+            }
+        }
+        Some(config)
+    }
+
+    /// The subject messages of this domain travel on.
+    pub fn subject(&self) -> String {
+        format!("{}.{:016x}", self.subject_prefix, self.domain.digest())
+    }
+
+    /// The catch-up stream's name (derived from the subject's domain digest).
+    pub fn stream_name(&self) -> String {
+        format!("KVREUSE_{:016x}", self.domain.digest())
+    }
+
+    /// Sets the subject prefix.
+    pub fn with_subject_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.subject_prefix = prefix.into();
+        self
+    }
+
+    /// Bounds the catch-up stream by bytes (`0`: no catch-up stream) and optionally by age.
+    pub fn with_stream(mut self, bytes: u64, max_age: Option<Duration>) -> Self {
+        self.stream_bytes = bytes;
+        self.stream_max_age = max_age;
+        self
+    }
+
+    /// Sets the credentials.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Sets the TLS settings.
+    pub fn with_tls(mut self, tls: Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Completions that may wait to be published before new ones are dropped.
+    pub fn with_queue(mut self, completions: usize) -> Self {
+        self.queue = completions.max(1);
+        self
+    }
+
+    /// How long the publisher waits to batch small completions into one message.
+    pub fn with_linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// The name the connection announces to the server (and logs carry).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The domain.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+}
+
+/// Whether a switch variable is on (`1|true|on|yes`, trimmed, any case); anything else but
+/// off values warns.
+fn switch(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> bool {
+    let Some(value) = lookup(name) else { return false };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => true,
+        "0" | "false" | "off" | "no" | "" => false,
+        _ => {
+            warn!("{name}={value:?} is not one of 1, true, on, yes, 0, false, off, no; off");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn domain() -> Domain {
+        Domain { model: "m".into(), block_size: 16, eagle: false, scheme: "dynamo".into() }
+    }
+
+    fn from(vars: &[(&str, &str)]) -> Option<SyncConfig> {
+        let vars: HashMap<&str, &str> = vars.iter().copied().collect();
+        SyncConfig::from_lookup(domain(), |n| vars.get(n).map(|v| v.to_string()))
+    }
+
+    #[test]
+    fn environment() {
+        assert_eq!(from(&[]), None);
+        assert_eq!(from(&[(ENV_SYNC, "off"), (ENV_URL, "nats://x:1")]), None);
+        let on = (ENV_SYNC, "1");
+        let c = from(&[on]).unwrap();
+        assert_eq!(
+            (c.urls.as_str(), c.stream_bytes, &c.auth),
+            (DEFAULT_URL, DEFAULT_STREAM_BYTES, &Auth::None)
+        );
+        assert_eq!(from(&[on, (ENV_DYNAMO_URL, "nats://d:4222")]).unwrap().urls, "nats://d:4222");
+        let both = from(&[on, (ENV_DYNAMO_URL, "nats://d:1"), (ENV_URL, "nats://k:2")]).unwrap();
+        assert_eq!(both.urls, "nats://k:2");
+        assert_eq!(from(&[on, (ENV_TOKEN, "t")]).unwrap().auth, Auth::Token("t".into()));
+        assert_eq!(
+            from(&[on, (ENV_USER, "u"), (ENV_PASSWORD, "p")]).unwrap().auth,
+            Auth::UserPassword("u".into(), "p".into())
+        );
+        assert_eq!(from(&[on, (ENV_NKEY_SEED, "S")]).unwrap().auth, Auth::NkeySeed("S".into()));
+        assert_eq!(from(&[on, (ENV_TOKEN, "t"), (ENV_USER, "u")]).unwrap().auth, Auth::None);
+        let tls = from(&[on, (ENV_TLS, "yes"), (ENV_TLS_CA, "ca.pem")]).unwrap().tls;
+        assert!(tls.required && tls.ca == Some("ca.pem".into()) && tls.client.is_none());
+        let c = from(&[on, (ENV_STREAM_BYTES, "0"), (ENV_STREAM_MAX_AGE, "60")]).unwrap();
+        assert_eq!((c.stream_bytes, c.stream_max_age), (0, Some(Duration::from_secs(60))));
+        let c = from(&[on, (ENV_STREAM_BYTES, "lots"), (ENV_STREAM_MAX_AGE, "-1")]).unwrap();
+        assert_eq!((c.stream_bytes, c.stream_max_age), (DEFAULT_STREAM_BYTES, None));
+        assert!(format!("{:?}", Auth::Token("secret".into())).find("secret").is_none());
+    }
+
+    #[test]
+    fn subjects_and_streams_follow_the_domain() {
+        let a = SyncConfig::new(DEFAULT_URL, domain());
+        let b = SyncConfig::new(DEFAULT_URL, Domain { block_size: 32, ..domain() });
+        assert_ne!(a.subject(), b.subject());
+        assert_ne!(a.stream_name(), b.stream_name());
+        assert_eq!(a.subject(), format!("kvreuse.ids.{:016x}", domain().digest()));
+        assert!(!a.stream_name().contains('.'));
+    }
+}

@@ -1,0 +1,469 @@
+//! Replica sync over NATS: every replica of a router learns what the others completed, and a
+//! new replica catches up instead of starting blind.
+//!
+//! - **Publishing.** Each completion's ids (exactly what the local history learns) go into a
+//!   bounded queue from the request path, a non-blocking `try_send`; when the queue is full
+//!   the ids are dropped and counted. A publisher task batches queued completions into
+//!   [messages](kvreuse_core::message) of at most 4,096 ids and publishes them on the
+//!   domain's subject, `{prefix}.{domain digest}`. While the connection is down it drops
+//!   (and counts) what it would publish rather than letting it pile up.
+//! - **Receiving.** A subscriber task decodes every message on the subject and inserts its
+//!   ids into the local history directly, so they are never published again. It ignores and
+//!   counts, by reason, its own messages, other domains' (a digest that does not match),
+//!   oversized and malformed ones.
+//! - **Catch-up.** The subject is also captured by a JetStream stream bounded by bytes (and
+//!   optionally age), discarding the oldest. A replica that starts replays the stream into its
+//!   history before applying live messages, and reports [`Sync::is_warming`] until it is done.
+//! - **Outages.** The client reconnects with a backoff from 100 ms to 5 s, logging one warning
+//!   when the connection is lost and one line when it is back; requests never wait on NATS.
+//!
+//! Authentication (token, user and password, nkey seed, credentials file) and TLS go straight
+//! to the NATS client. See [`SyncConfig`] for the settings and their environment variables.
+
+mod config;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::{Client, ConnectOptions, Event};
+use futures_util::StreamExt;
+use kvreuse_core::message::{self, MAX_IDS};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+pub use config::*;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::history::SharedHistory;
+use crate::metrics::opts;
+use crate::tracker::Tracker;
+
+/// A running replica sync. Dropping it stops its tasks.
+#[derive(Debug)]
+pub struct Sync {
+    shared: Arc<Shared>,
+    client: Client,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    source: u64,
+    domain: u64,
+    subject: String,
+    name: String,
+    warming: AtomicBool,
+    metrics: SyncMetrics,
+}
+
+/// The sync counters.
+#[derive(Clone, Debug)]
+struct SyncMetrics {
+    messages: IntCounterVec,
+    published_messages: IntCounter,
+    published_ids: IntCounter,
+    dropped_ids: IntCounterVec,
+    warming: IntGauge,
+    connected: IntGauge,
+}
+
+/// Why received bytes were or were not applied (the `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Received {
+    Applied,
+    Own,
+    ForeignDomain,
+    Oversized,
+    Malformed,
+}
+
+impl Received {
+    fn label(self) -> &'static str {
+        match self {
+            Received::Applied => "applied",
+            Received::Own => "own",
+            Received::ForeignDomain => "foreign_domain",
+            Received::Oversized => "oversized",
+            Received::Malformed => "malformed",
+        }
+    }
+}
+
+impl SyncMetrics {
+    fn register(config: &Config, registry: &Registry) -> prometheus::Result<SyncMetrics> {
+        let counter_vec = |name: &str, help: &str, label: &str| {
+            let vec = IntCounterVec::new(opts(config, name, help), &[label])?;
+            registry.register(Box::new(vec.clone()))?;
+            prometheus::Result::Ok(vec)
+        };
+        let counter = |name: &str, help: &str| {
+            let counter = IntCounter::with_opts(opts(config, name, help))?;
+            registry.register(Box::new(counter.clone()))?;
+            prometheus::Result::Ok(counter)
+        };
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGauge::with_opts(opts(config, name, help))?;
+            registry.register(Box::new(gauge.clone()))?;
+            prometheus::Result::Ok(gauge)
+        };
+        let messages = counter_vec(
+            "router_kv_history_sync_messages_total",
+            "Sync messages received, by what was done with them.",
+            "result",
+        )?;
+        for result in [
+            Received::Applied,
+            Received::Own,
+            Received::ForeignDomain,
+            Received::Oversized,
+            Received::Malformed,
+        ] {
+            messages.with_label_values(&[result.label()]);
+        }
+        let dropped_ids = counter_vec(
+            "router_kv_history_sync_dropped_ids_total",
+            "Learned block ids not published: the queue was full or the connection down.",
+            "reason",
+        )?;
+        for reason in ["queue_full", "disconnected"] {
+            dropped_ids.with_label_values(&[reason]);
+        }
+        Ok(SyncMetrics {
+            messages,
+            published_messages: counter(
+                "router_kv_history_sync_published_messages_total",
+                "Sync messages published.",
+            )?,
+            published_ids: counter(
+                "router_kv_history_sync_published_ids_total",
+                "Block ids published to the other replicas.",
+            )?,
+            dropped_ids,
+            warming: gauge(
+                "router_kv_history_sync_warming",
+                "1 while the replica replays the catch-up stream, then 0.",
+            )?,
+            connected: gauge(
+                "router_kv_history_sync_connected",
+                "1 while connected to NATS, else 0.",
+            )?,
+        })
+    }
+}
+
+impl Sync {
+    /// Starts syncing `tracker`'s history with the other replicas of `sync`'s domain; its
+    /// metrics go into `registry` with `config`'s prefix and labels. Returns at once: the
+    /// connection, catch-up and publishing proceed in background tasks of the current tokio
+    /// runtime, and a server that is down is retried, not an error.
+    ///
+    /// Fails when the tracker is disabled or already synced, or the settings are unusable
+    /// (for example an unreadable credentials file).
+    pub async fn start(
+        tracker: &Tracker,
+        sync: SyncConfig,
+        config: &Config,
+        registry: &Registry,
+    ) -> Result<Sync> {
+        let Some(history) = tracker.history().cloned() else {
+            return Err(Error::Sync("the tracker is disabled".into()));
+        };
+        let metrics = SyncMetrics::register(config, registry)?;
+        let source = loop {
+            let source = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u8);
+            if source != 0 {
+                break source;
+            }
+        };
+        let shared = Arc::new(Shared {
+            source,
+            domain: sync.domain.digest(),
+            subject: sync.subject(),
+            name: sync.name.clone(),
+            warming: AtomicBool::new(true),
+            metrics,
+        });
+        shared.metrics.warming.set(1);
+        let client = connect(&sync, &shared).await?;
+
+        let (queue, queued) = mpsc::channel::<Vec<u64>>(sync.queue);
+        let hook_shared = Arc::clone(&shared);
+        let hooked = tracker.set_learn_hook(Box::new(move |ids: &[u64]| {
+            if let Err(e) = queue.try_send(ids.to_vec()) {
+                let ids = match e {
+                    mpsc::error::TrySendError::Full(ids)
+                    | mpsc::error::TrySendError::Closed(ids) => ids,
+                };
+                hook_shared
+                    .metrics
+                    .dropped_ids
+                    .with_label_values(&["queue_full"])
+                    .inc_by(ids.len() as u64);
+            }
+        }));
+        if !hooked {
+            return Err(Error::Sync("the tracker is already synced".into()));
+        }
+        // Subscribe before catching up, so nothing published meanwhile is missed.
+        let subscriber = client
+            .subscribe(shared.subject.clone())
+            .await
+            .map_err(|e| Error::Sync(format!("cannot subscribe to {}: {e}", shared.subject)))?;
+        let tasks = vec![
+            tokio::spawn(publish(client.clone(), Arc::clone(&shared), queued, sync.linger)),
+            tokio::spawn(receive(client.clone(), Arc::clone(&shared), history, subscriber, sync)),
+        ];
+        Ok(Sync { shared, client, tasks })
+    }
+
+    /// Whether the replica is still replaying the catch-up stream.
+    pub fn is_warming(&self) -> bool {
+        self.shared.warming.load(Ordering::Acquire)
+    }
+
+    /// Waits until the catch-up is done (polling every 10 ms).
+    pub async fn warmed(&self) {
+        while self.is_warming() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// This replica's random id, carried by its messages.
+    pub fn source(&self) -> u64 {
+        self.shared.source
+    }
+
+    /// The subject this replica publishes and listens on.
+    pub fn subject(&self) -> &str {
+        &self.shared.subject
+    }
+
+    /// Whether the NATS connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+}
+
+impl Drop for Sync {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+/// Connects with the configured credentials, retrying in the background while the server is
+/// unreachable, with one warning per outage.
+async fn connect(sync: &SyncConfig, shared: &Arc<Shared>) -> Result<Client> {
+    let mut options = match &sync.auth {
+        Auth::None => ConnectOptions::new(),
+        Auth::Token(token) => ConnectOptions::with_token(token.clone()),
+        Auth::UserPassword(user, password) => {
+            ConnectOptions::with_user_and_password(user.clone(), password.clone())
+        }
+        Auth::NkeySeed(seed) => ConnectOptions::with_nkey(seed.clone()),
+        Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
+            .await
+            .map_err(|e| Error::Sync(format!("credentials file {}: {e}", path.display())))?,
+    };
+    if sync.tls.required {
+        options = options.require_tls(true);
+    }
+    if let Some(ca) = &sync.tls.ca {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let Some((cert, key)) = &sync.tls.client {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    let events = Arc::clone(shared);
+    let down = Arc::new(AtomicBool::new(false));
+    options = options
+        .name(&sync.name)
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(2))
+        .reconnect_delay_callback(reconnect_delay)
+        .event_callback(move |event| {
+            let (shared, down) = (Arc::clone(&events), Arc::clone(&down));
+            async move {
+                match event {
+                    Event::Connected => {
+                        shared.metrics.connected.set(1);
+                        if down.swap(false, Ordering::AcqRel) {
+                            info!(replica = %shared.name, "replica sync: connection to NATS is back");
+                        }
+                    }
+                    Event::Disconnected => {
+                        shared.metrics.connected.set(0);
+                        if !down.swap(true, Ordering::AcqRel) {
+                            warn!(
+                                replica = %shared.name,
+                                "replica sync: lost the connection to NATS; requests go on, \
+                                 learned ids are not shared until it is back"
+                            );
+                        }
+                    }
+                    other => info!(replica = %shared.name, "replica sync: {other}"),
+                }
+            }
+        });
+    options
+        .connect(sync.urls.as_str())
+        .await
+        .map_err(|e| Error::Sync(format!("cannot connect to {}: {e}", sync.urls)))
+}
+
+/// 100 ms doubling to 5 s.
+fn reconnect_delay(attempts: usize) -> Duration {
+    let shift = attempts.saturating_sub(1).min(6) as u32;
+    Duration::from_millis(100u64 << shift).min(Duration::from_secs(5))
+}
+
+/// The publisher task: batches queued completions into messages and publishes them.
+async fn publish(
+    client: Client,
+    shared: Arc<Shared>,
+    mut queued: mpsc::Receiver<Vec<u64>>,
+    linger: Duration,
+) {
+    let mut completions = Vec::new();
+    let mut ids: Vec<u64> = Vec::with_capacity(MAX_IDS);
+    let mut bytes = Vec::with_capacity(message::MAX_MESSAGE_BYTES);
+    while queued.recv_many(&mut completions, 1024).await > 0 {
+        if !linger.is_zero() && completions.iter().map(Vec::len).sum::<usize>() < MAX_IDS {
+            // Let small completions gather into one message.
+            tokio::time::sleep(linger).await;
+            while let Ok(more) = queued.try_recv() {
+                completions.push(more);
+            }
+        }
+        ids.clear();
+        for completion in completions.drain(..) {
+            for chunk in completion.chunks(MAX_IDS) {
+                if ids.len() + chunk.len() > MAX_IDS {
+                    send(&client, &shared, &ids, &mut bytes).await;
+                    ids.clear();
+                }
+                ids.extend_from_slice(chunk);
+            }
+        }
+        if !ids.is_empty() {
+            send(&client, &shared, &ids, &mut bytes).await;
+        }
+    }
+}
+
+async fn send(client: &Client, shared: &Shared, ids: &[u64], bytes: &mut Vec<u8>) {
+    let metrics = &shared.metrics;
+    if client.connection_state() != async_nats::connection::State::Connected {
+        metrics.dropped_ids.with_label_values(&["disconnected"]).inc_by(ids.len() as u64);
+        return;
+    }
+    bytes.clear();
+    message::encode_into(shared.source, shared.domain, ids, bytes).expect("at most MAX_IDS ids");
+    match client.publish(shared.subject.clone(), bytes.clone().into()).await {
+        Ok(()) => {
+            metrics.published_messages.inc();
+            metrics.published_ids.inc_by(ids.len() as u64);
+        }
+        Err(_) => metrics.dropped_ids.with_label_values(&["disconnected"]).inc_by(ids.len() as u64),
+    }
+}
+
+/// Classifies received bytes and applies them to the history when they are a peer's.
+fn apply(shared: &Shared, history: &SharedHistory, bytes: &[u8]) -> Received {
+    let received = match message::decode(bytes) {
+        Err(e) if e.is_oversized() => Received::Oversized,
+        Err(_) => Received::Malformed,
+        Ok(m) if m.domain != shared.domain => Received::ForeignDomain,
+        Ok(m) if m.source == shared.source => Received::Own,
+        Ok(m) => {
+            history.insert_all(&m.ids);
+            Received::Applied
+        }
+    };
+    shared.metrics.messages.with_label_values(&[received.label()]).inc();
+    received
+}
+
+/// The receiver task: catch-up from the stream, then live messages.
+async fn receive(
+    client: Client,
+    shared: Arc<Shared>,
+    history: Arc<SharedHistory>,
+    mut subscriber: async_nats::Subscriber,
+    sync: SyncConfig,
+) {
+    if sync.stream_bytes > 0 {
+        let mut attempt = 0;
+        while let Err(e) = catch_up(&client, &shared, &history, &sync).await {
+            attempt += 1;
+            if attempt == 1 {
+                warn!(replica = %shared.name, "replica sync: catch-up failed ({e}); retrying");
+            }
+            tokio::time::sleep(reconnect_delay(attempt)).await;
+        }
+    }
+    shared.warming.store(false, Ordering::Release);
+    shared.metrics.warming.set(0);
+    while let Some(message) = subscriber.next().await {
+        apply(&shared, &history, &message.payload);
+    }
+}
+
+/// Makes sure the stream exists and replays it, up to its last message at the start, into
+/// the history.
+async fn catch_up(
+    client: &Client,
+    shared: &Shared,
+    history: &SharedHistory,
+    sync: &SyncConfig,
+) -> std::result::Result<(), async_nats::Error> {
+    let context = jetstream::new(client.clone());
+    let mut stream = context
+        .get_or_create_stream(jetstream::stream::Config {
+            name: sync.stream_name(),
+            subjects: vec![shared.subject.clone()],
+            max_bytes: sync.stream_bytes as i64,
+            max_age: sync.stream_max_age.unwrap_or_default(),
+            discard: jetstream::stream::DiscardPolicy::Old,
+            ..Default::default()
+        })
+        .await?;
+    let last = stream.info().await?.state.last_sequence;
+    if last == 0 {
+        return Ok(());
+    }
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            deliver_policy: jetstream::consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    while let Some(message) = messages.next().await {
+        let message = message?;
+        apply(shared, history, &message.payload);
+        let info = message.info()?;
+        if info.stream_sequence >= last || info.pending == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_delays_grow_from_100_ms_to_5_s() {
+        let delays: Vec<u64> = (1..=9).map(|a| reconnect_delay(a).as_millis() as u64).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        assert_eq!(reconnect_delay(0).as_millis(), 100);
+        assert_eq!(reconnect_delay(usize::MAX), Duration::from_secs(5));
+    }
+}

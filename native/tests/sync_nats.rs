@@ -1,0 +1,365 @@
+//! Replica sync against a real `nats-server` (Debian's package; `./scripts/test` installs it),
+//! started by each test on a free 127.0.0.1 port and stopped by it.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use kvreuse::core::chain::DynamoHasher;
+use kvreuse::core::message::{self, Domain};
+use kvreuse::sync::{Auth, SyncConfig};
+use kvreuse::{Config, Sync, Tracker};
+use prometheus::Registry;
+use prometheus::proto::MetricType;
+
+const BLOCK: usize = 16;
+
+fn domain() -> Domain {
+    Domain { model: "test-model".into(), block_size: BLOCK, eagle: false, scheme: "dynamo".into() }
+}
+
+/// A `nats-server` with JetStream, on a port picked for it, killed on drop.
+struct Nats {
+    child: Option<Child>,
+    port: u16,
+    store: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+fn nats_server() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|p| p.is_file());
+    found.expect("nats-server not found: install Debian's nats-server (./scripts/test does)")
+}
+
+impl Nats {
+    fn start(extra: &[&str]) -> Nats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut nats = Nats {
+            child: None,
+            port,
+            store: tempfile::tempdir().unwrap(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        nats.run();
+        nats
+    }
+
+    /// Starts (or restarts) the server on its port with its store.
+    fn run(&mut self) {
+        let child = Command::new(nats_server())
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(self.store.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Log lines of every test in this process (tagged with the replica name).
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&logs);
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || Sink(Arc::clone(&sink)))
+            .try_init();
+        logs
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_lines_containing(replica: &str, text: &str) -> usize {
+    let logs = String::from_utf8_lossy(&logs().lock().unwrap()).into_owned();
+    logs.lines().filter(|l| l.contains(&format!("replica={replica}")) && l.contains(text)).count()
+}
+
+struct Replica {
+    tracker: Tracker,
+    sync: Sync,
+    registry: Registry,
+}
+
+impl Replica {
+    async fn start(sync: SyncConfig, name: &str) -> Replica {
+        logs();
+        let registry = Registry::new();
+        let config =
+            Config::new(BLOCK).with_history_bytes(1 << 20).with_const_label("router_id", name);
+        let tracker = Tracker::new(&config, &registry).unwrap();
+        let sync = Sync::start(&tracker, sync.with_name(name), &config, &registry).await.unwrap();
+        Replica { tracker, sync, registry }
+    }
+
+    async fn warm(sync: SyncConfig, name: &str) -> Replica {
+        let replica = Replica::start(sync, name).await;
+        tokio::time::timeout(Duration::from_secs(20), replica.sync.warmed()).await.unwrap();
+        replica
+    }
+
+    fn complete(&self, prompt: &[u32]) {
+        self.tracker.begin(prompt).complete();
+    }
+
+    fn seen_blocks(&self, prompt: &[u32]) -> usize {
+        let ids = DynamoHasher::new(BLOCK).unwrap().hash(prompt).sequence;
+        self.tracker.history().unwrap().seen_prefix_len(&ids)
+    }
+
+    /// A counter's or gauge's value (the metric with `label` if given).
+    fn metric(&self, name: &str, label: Option<&str>) -> f64 {
+        let name = format!("dynamo_component_{name}");
+        self.registry
+            .gather()
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric().iter().map(move |m| (f.get_field_type(), m)))
+            .filter(|(_, m)| label.is_none_or(|l| m.get_label().iter().any(|p| p.value() == l)))
+            .map(|(kind, m)| match kind {
+                MetricType::COUNTER => m.get_counter().get_value(),
+                _ => m.get_gauge().get_value(),
+            })
+            .sum()
+    }
+
+    fn received(&self, result: &str) -> f64 {
+        self.metric("router_kv_history_sync_messages_total", Some(result))
+    }
+}
+
+fn prompt(seed: u32) -> Vec<u32> {
+    (0..64).map(|i| seed * 1000 + i).collect()
+}
+
+/// Polls `done` every 5 ms until it holds; returns how long that took, or panics after
+/// `limit`.
+async fn within(limit: Duration, what: &str, done: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_see_a_completion_within_a_second_and_a_fourth_catches_up() {
+    let nats = Nats::start(&[]);
+    let config = || SyncConfig::new(nats.url(), domain());
+    let a = Replica::warm(config(), "three-a").await;
+    let b = Replica::warm(config(), "three-b").await;
+    let c = Replica::warm(config(), "three-c").await;
+
+    let p = prompt(1);
+    a.complete(&p);
+    let took = within(Duration::from_secs(1), "B and C see A's prompt", || {
+        b.seen_blocks(&p) == 4 && c.seen_blocks(&p) == 4
+    })
+    .await;
+    eprintln!("A's completion reached B and C in {took:?}");
+    within(Duration::from_secs(2), "A counts its own message", || a.received("own") >= 1.0).await;
+    assert!(b.received("applied") >= 1.0 && c.received("applied") >= 1.0);
+
+    // F1 > 0 on B for a request it never saw before.
+    let guard = b.tracker.begin(&p);
+    assert_eq!(guard.seen_tokens(), 64);
+    guard.complete();
+
+    // More history, spread over the replicas, then a replica that starts late.
+    let prompts: Vec<Vec<u32>> = (10..40).map(prompt).collect();
+    for (i, p) in prompts.iter().enumerate() {
+        [&a, &b, &c][i % 3].complete(p);
+    }
+    within(Duration::from_secs(5), "every replica sees every prompt", || {
+        prompts.iter().all(|p| [&a, &b, &c].iter().all(|r| r.seen_blocks(p) == 4))
+    })
+    .await;
+    let d = Replica::start(config(), "three-d").await;
+    assert!(d.metric("router_kv_history_sync_warming", None) == 1.0 || !d.sync.is_warming());
+    tokio::time::timeout(Duration::from_secs(20), d.sync.warmed()).await.unwrap();
+    assert_eq!(d.metric("router_kv_history_sync_warming", None), 0.0);
+    for p in prompts.iter().chain([&p]) {
+        assert_eq!(d.seen_blocks(p), a.seen_blocks(p), "D caught up on {:?}", &p[..2]);
+        assert_eq!(d.seen_blocks(p), 4);
+    }
+    assert!(d.received("applied") >= 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_outage_costs_requests_nothing_and_sync_resumes() {
+    let mut nats = Nats::start(&[]);
+    let config = || SyncConfig::new(nats.url(), domain());
+    let a = Replica::warm(config(), "outage-a").await;
+    let b = Replica::warm(config(), "outage-b").await;
+
+    let timed = |seed: u32| {
+        let mut took: Vec<Duration> = (0..400)
+            .map(|i| {
+                let p = prompt(seed + i);
+                let start = Instant::now();
+                a.complete(&p);
+                start.elapsed()
+            })
+            .collect();
+        took.sort();
+        took[took.len() / 2]
+    };
+    let connected = timed(100_000);
+    nats.kill();
+    within(Duration::from_secs(10), "A notices the outage", || !a.sync.is_connected()).await;
+    let down = timed(200_000);
+    eprintln!("median begin+complete: {connected:?} connected, {down:?} during the outage");
+    assert!(
+        down <= connected * 2 + Duration::from_micros(20),
+        "requests slowed by the outage: {down:?} vs {connected:?}"
+    );
+    within(Duration::from_secs(2), "dropped ids are counted", || {
+        a.metric("router_kv_history_sync_dropped_ids_total", Some("disconnected")) > 0.0
+    })
+    .await;
+    assert_eq!(
+        log_lines_containing("outage-a", "lost the connection"),
+        1,
+        "one warning per outage"
+    );
+
+    nats.run();
+    within(Duration::from_secs(15), "both reconnect", || {
+        a.sync.is_connected() && b.sync.is_connected()
+    })
+    .await;
+    let p = prompt(7);
+    a.complete(&p);
+    within(Duration::from_secs(2), "sync resumes", || b.seen_blocks(&p) == 4).await;
+    assert_eq!(log_lines_containing("outage-a", "connection to NATS is back"), 1);
+    assert_eq!(a.metric("router_kv_history_sync_connected", None), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+    let nats = Nats::start(&[]);
+    let slow =
+        SyncConfig::new(nats.url(), domain()).with_queue(1).with_linger(Duration::from_millis(500));
+    let a = Replica::warm(slow, "queue-a").await;
+    let start = Instant::now();
+    for i in 0..50 {
+        a.complete(&prompt(i));
+    }
+    assert!(start.elapsed() < Duration::from_millis(400), "completions waited for the queue");
+    let dropped = a.metric("router_kv_history_sync_dropped_ids_total", Some("queue_full"));
+    assert!(dropped >= 4.0 * 45.0, "{dropped} ids dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_protected_server_refuses_ids_from_clients_without_it() {
+    let nats = Nats::start(&["--auth", "s3cret"]);
+    let with_token =
+        || SyncConfig::new(nats.url(), domain()).with_auth(Auth::Token("s3cret".into()));
+    let r = Replica::warm(with_token(), "token-r").await;
+    let ids = [11u64, 12, 13];
+    let mut bytes = Vec::new();
+    message::encode_into(0xbad, domain().digest(), &ids, &mut bytes).unwrap();
+
+    let intruder = async_nats::ConnectOptions::new().connect(nats.url()).await;
+    assert!(intruder.is_err(), "a client without the token must not connect");
+    let wrong = async_nats::ConnectOptions::with_token("guess".into()).connect(nats.url()).await;
+    assert!(wrong.is_err(), "nor one with a wrong token");
+
+    let peer =
+        async_nats::ConnectOptions::with_token("s3cret".into()).connect(nats.url()).await.unwrap();
+    peer.publish(r.sync.subject().to_string(), bytes.into()).await.unwrap();
+    peer.flush().await.unwrap();
+    let history = r.tracker.history().unwrap();
+    within(Duration::from_secs(2), "the token holder's ids arrive", || history.contains(13)).await;
+    assert_eq!(history.seen_prefix_len(&ids), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_own_and_foreign_messages_are_ignored_and_counted() {
+    let nats = Nats::start(&[]);
+    let r = Replica::warm(SyncConfig::new(nats.url(), domain()), "bad-r").await;
+    let peer = async_nats::connect(nats.url()).await.unwrap();
+    let encode = |source: u64, digest: u64, ids: &[u64]| {
+        let mut bytes = Vec::new();
+        message::encode_into(source, digest, ids, &mut bytes).unwrap();
+        bytes
+    };
+    let foreign = Domain { block_size: 32, ..domain() }.digest();
+    let mut oversized = encode(5, domain().digest(), &[1; message::MAX_IDS]);
+    oversized.extend_from_slice(&[0; 64]);
+    let sends = [
+        b"not a kvreuse message".to_vec(),
+        encode(5, domain().digest(), &[1, 2, 3])[..30].to_vec(),
+        oversized,
+        encode(5, foreign, &[21, 22]),
+        encode(r.sync.source(), domain().digest(), &[31, 32]),
+        encode(5, domain().digest(), &[41, 42]),
+    ];
+    for bytes in sends {
+        peer.publish(r.sync.subject().to_string(), bytes.into()).await.unwrap();
+    }
+    peer.flush().await.unwrap();
+    within(Duration::from_secs(3), "every message is classified", || {
+        ["applied", "own", "foreign_domain", "oversized", "malformed"]
+            .iter()
+            .map(|r2| r.received(r2))
+            .sum::<f64>()
+            >= 6.0
+    })
+    .await;
+    assert_eq!(r.received("malformed"), 2.0);
+    assert_eq!(r.received("oversized"), 1.0);
+    assert_eq!(r.received("foreign_domain"), 1.0);
+    assert_eq!(r.received("own"), 1.0);
+    assert_eq!(r.received("applied"), 1.0);
+    assert_eq!(
+        r.tracker.history().unwrap().oldest_first(),
+        [41, 42],
+        "only the valid peer message"
+    );
+}
