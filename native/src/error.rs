@@ -6,34 +6,36 @@ use kvreuse_core::chain::ChainError;
 use kvreuse_core::history::HistoryError;
 use kvreuse_core::snapshot::SnapshotError;
 
-/// What can go wrong setting up or running kvreuse in a router.
+/// What can go wrong setting up or running kvreuse in a router. Each message is complete on
+/// its own (the underlying error is part of it, not a separate `source`), so printing an
+/// error chain never repeats it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The history could not be built (budget, capacity, memory).
-    #[error("history: {0}")]
+    #[error(transparent)]
     History(#[from] HistoryError),
     /// The block-hash settings are invalid.
-    #[error("block hashes: {0}")]
+    #[error(transparent)]
     Chain(#[from] ChainError),
     /// The metrics could not be registered (for example, registered twice in one registry).
     #[error("metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
+    Metrics(prometheus::Error),
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What went wrong.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A snapshot file is not valid; nothing was loaded from it.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Snapshot {
         /// The file.
         path: PathBuf,
         /// What is wrong with it.
-        source: SnapshotError,
+        error: SnapshotError,
     },
     /// A snapshot holds the ids of another domain (model, block size, Eagle or scheme).
     #[error(
@@ -55,3 +57,9 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<prometheus::Error> for Error {
+    fn from(error: prometheus::Error) -> Self {
+        Error::Metrics(error)
+    }
+}

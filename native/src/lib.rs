@@ -23,8 +23,13 @@
 //!
 //! The numbers themselves come from [`kvreuse_core`] (re-exported as [`core`]); this crate adds
 //! what needs an operating system: a history shared between threads ([`SharedHistory`]), the
-//! request guards ([`Tracker`], [`RequestGuard`]), metrics, configuration ([`Config`]) and
-//! trace files ([`trace`]).
+//! request guards ([`Tracker`], [`RequestGuard`]), metrics, configuration ([`Config`]),
+//! trace files ([`trace`]), snapshots ([`SharedHistory::save`]) and replica sync (`sync`).
+//!
+//! ## Feature flags
+//!
+//! - `nats` (default): replica sync over NATS (the `sync` module; async-nats and tokio).
+//!   Without it the crate has no async runtime dependency.
 
 pub use kvreuse_core as core;
 
@@ -33,6 +38,7 @@ mod error;
 pub mod history;
 mod metrics;
 pub mod replay;
+#[cfg(feature = "nats")]
 pub mod sync;
 pub mod trace;
 pub mod tracker;
@@ -41,5 +47,6 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use history::SharedHistory;
 pub use kvreuse_core::history::{HistoryError, Inserted};
+#[cfg(feature = "nats")]
 pub use sync::{Sync, SyncConfig};
 pub use tracker::{RequestGuard, Tracker};

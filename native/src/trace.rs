@@ -21,26 +21,26 @@ pub const BUNDLED_TRACE_NAME: &str = "bundled Mooncake synthetic trace";
 /// Lines longer than this are rejected rather than read into memory whole.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
-/// Why a trace could not be read.
+/// Why a trace could not be read. Messages are complete on their own (no separate `source`).
 #[derive(Debug, thiserror::Error)]
 pub enum TraceFileError {
     /// The file could not be opened or read.
-    #[error("{name}: {source}")]
+    #[error("{name}: {error}")]
     Io {
         /// The file.
         name: String,
         /// What went wrong.
-        source: io::Error,
+        error: io::Error,
     },
     /// A line is not a valid record.
-    #[error("{name}:{line}: {source}")]
+    #[error("{name}:{line}: {error}")]
     Line {
         /// The file.
         name: String,
         /// 1-based line number.
         line: u64,
         /// What is wrong with it.
-        source: TraceError,
+        error: TraceError,
     },
     /// A line is longer than [`MAX_LINE_BYTES`].
     #[error("{name}:{line}: line longer than {MAX_LINE_BYTES} bytes")]
@@ -63,7 +63,7 @@ pub struct Loaded {
 
 /// Opens a trace file, decompressing it when its name ends in `.gz`.
 pub fn open(path: &Path) -> Result<Box<dyn Read>, TraceFileError> {
-    let io = |source| TraceFileError::Io { name: path.display().to_string(), source };
+    let io = |error| TraceFileError::Io { name: path.display().to_string(), error };
     let file = File::open(path).map_err(io)?;
     Ok(if path.extension().is_some_and(|e| e == "gz") {
         Box::new(MultiGzDecoder::new(BufReader::new(file)))
@@ -91,7 +91,7 @@ pub fn load_into(
     threads: usize,
     loaded: &mut Loaded,
 ) -> Result<(), TraceFileError> {
-    let io = |source| TraceFileError::Io { name: name.into(), source };
+    let io = |error| TraceFileError::Io { name: name.into(), error };
     let mut buf: Vec<u8> = Vec::new();
     // 1-based number of the first line in `buf`.
     let mut line = 1u64;
@@ -179,7 +179,7 @@ enum LineError {
 impl LineError {
     fn into_file_error(self, name: &str, line: u64) -> TraceFileError {
         match self {
-            LineError::Invalid(source) => TraceFileError::Line { name: name.into(), line, source },
+            LineError::Invalid(error) => TraceFileError::Line { name: name.into(), line, error },
             LineError::TooLong => TraceFileError::LineTooLong { name: name.into(), line },
         }
     }

@@ -1,5 +1,6 @@
 //! Replica sync against a real `nats-server` (Debian's package; `./scripts/test` installs it),
 //! started by each test on a free 127.0.0.1 port and stopped by it.
+#![cfg(feature = "nats")]
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -37,7 +37,7 @@ impl<S: Storage> SharedHistory<S> {
     pub fn save_in_domain(&self, path: impl AsRef<Path>, domain: u64) -> Result<usize> {
         let path = path.as_ref();
         let ids = self.oldest_first();
-        let io = |source| Error::Io { path: path.to_path_buf(), source };
+        let io = |error| Error::Io { path: path.to_path_buf(), error };
         let temporary = temporary_path(path);
         let written = write_snapshot(&temporary, domain, &ids)
             .and_then(|()| std::fs::rename(&temporary, path))
@@ -61,8 +61,8 @@ impl<S: Storage> SharedHistory<S> {
     }
 
     fn load_checked(&self, path: &Path, domain: Option<u64>) -> Result<Loaded> {
-        let io = |source| Error::Io { path: path.to_path_buf(), source };
-        let invalid = |source| Error::Snapshot { path: path.to_path_buf(), source };
+        let io = |error| Error::Io { path: path.to_path_buf(), error };
+        let invalid = |error| Error::Snapshot { path: path.to_path_buf(), error };
         let mut file = File::open(path).map_err(io)?;
         let bytes = file.metadata().map_err(io)?.len();
         // The header first: a bad file is rejected before its announced size is allocated.

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 mod hash;
@@ -25,7 +26,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version (and the help shown for a missing subcommand) print as usual.
+        Err(err)
+            if !err.use_stderr()
+                || err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            err.exit()
+        }
+        Err(err) => {
+            // One line, like every other error: clap's first line without its prefix.
+            let text = err.render().to_string();
+            let line = text.lines().next().unwrap_or_default();
+            eprintln!("kvreuse: error: {}", line.strip_prefix("error: ").unwrap_or(line));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Hash(args) => hash::run(&args),
         Command::Replay(args) => replay::run(&args),

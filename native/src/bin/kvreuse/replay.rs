@@ -20,7 +20,7 @@ pub(crate) struct ReplayArgs {
     traces: Vec<PathBuf>,
     /// Tokens per block: the trace's for Mooncake records, the hashing block size for token
     /// records.
-    #[arg(long, value_name = "N", default_value_t = 512)]
+    #[arg(long, value_name = "N", default_value_t = 512, allow_negative_numbers = true)]
     block_size: usize,
     /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
     #[arg(long, value_name = "LIST", default_value = "1k,10k,100k,1M,inf", value_delimiter = ',', value_parser = parse_capacity)]
@@ -29,7 +29,7 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "LIST", default_value = "fifo,lru", value_delimiter = ',', value_parser = parse_policy)]
     policy: Vec<Policy>,
     /// Fraction of the requests that only warm the histories up and are not counted.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction, allow_negative_numbers = true)]
     warmup: f64,
     /// Print one JSON object instead of the table.
     #[arg(long)]

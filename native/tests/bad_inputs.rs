@@ -1,0 +1,306 @@
+//! The catalogue of bad inputs: every surface that takes outside input, each bad input with a
+//! check that it gets a clear error (or a counted, logged fallback) and changes no state.
+//! `catalogue_size` counts them (the README's Reliability section quotes the count).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use kvreuse::core::message::{self, MessageError};
+use kvreuse::{Config, Error, SharedHistory};
+
+// ---------------------------------------------------------------- environment
+
+/// (variable, value, what the warning must mention).
+const ENVIRONMENT: [(&str, &str); 10] = [
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY", "maybe"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY", "2"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY", "tru e"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "0"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "-1"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "1e9"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "12XB"),
+    ("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "99999999999999999999999"),
+    ("KVREUSE_SYNC_STREAM_BYTES", "-5"),
+    ("KVREUSE_SYNC_STREAM_MAX_AGE_SECONDS", "soon"),
+];
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn environment_values_fall_back_with_one_warning_naming_them() {
+    for (name, value) in ENVIRONMENT {
+        let mut vars = HashMap::from([
+            ("DYN_ROUTER_CACHE_REUSE_HISTORY".to_string(), "1".to_string()),
+            ("DYN_ROUTER_CACHE_REUSE_SYNC".to_string(), "1".to_string()),
+        ]);
+        vars.insert(name.to_string(), value.to_string());
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let (config, sync) = tracing::subscriber::with_default(subscriber, || {
+            let lookup = |n: &str| vars.get(n).cloned();
+            let domain = message::Domain {
+                model: "m".into(),
+                block_size: 16,
+                eagle: false,
+                scheme: "dynamo".into(),
+            };
+            (Config::from_lookup(16, lookup), kvreuse::SyncConfig::from_lookup(domain, lookup))
+        });
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(logs.lines().count(), 1, "{name}={value:?}: {logs}");
+        assert!(logs.contains(name) && logs.contains(&format!("{value:?}")), "{logs}");
+        let default = Config::from_lookup(16, |n| {
+            (n == "DYN_ROUTER_CACHE_REUSE_HISTORY").then(|| "1".to_string())
+        });
+        if name == "DYN_ROUTER_CACHE_REUSE_HISTORY" {
+            assert!(!config.enabled(), "an unknown switch value means off");
+        } else {
+            assert_eq!(config.history_bytes(), default.history_bytes(), "{name}={value:?}");
+        }
+        assert!(sync.is_some());
+    }
+}
+
+// ---------------------------------------------------------------- command line
+
+fn kvreuse(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The tool may exit before reading its input (a bad flag): a closed pipe is fine then.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// (arguments, stdin, what the one-line error must contain).
+const COMMAND_LINE: [(&[&str], &str, &str); 19] = [
+    (&["replay", "--block-size", "0"], "", "block size"),
+    (&["replay", "--block-size", "-3"], "", "-3"),
+    (&["replay", "--block-size", "abc"], "", "abc"),
+    (&["replay", "--capacity", "0"], "", "capacity"),
+    (&["replay", "--capacity", "1.5q"], "", "1.5q"),
+    (&["replay", "--capacity", ""], "", "capacity"),
+    (&["replay", "--policy", "fifo,bogus"], "", "bogus"),
+    (&["replay", "--warmup", "1"], "", "fraction"),
+    (&["replay", "--warmup", "nan"], "", "nan"),
+    (&["replay", "--warmup", "-0.5"], "", "-0.5"),
+    (&["replay", "/no/such/trace.jsonl"], "", "/no/such/trace.jsonl"),
+    (&["replay", "/"], "", "/"),
+    (&["replay", "--bogus"], "", "--bogus"),
+    (&["hash", "--block-size", "4"], "not json", "JSON"),
+    (&["hash", "--block-size", "4"], "[1, -1]", "-1"),
+    (&["hash", "--block-size", "4"], "[4294967296]", "4294967296"),
+    (&["hash", "--block-size", "0"], "[1]", "block size"),
+    (&["hash", "--block-size", "4", "--scheme", "sha1"], "[1]", "sha1"),
+    (&["hash", "--block-size", "4"], "{\"token\": [1]}", "tokens"),
+];
+
+#[test]
+fn command_line_mistakes_are_one_line_errors_with_status_2() {
+    for (args, stdin, mention) in COMMAND_LINE {
+        let out = kvreuse(args, stdin.as_bytes());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed a result");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line, got {stderr:?}");
+        assert!(stderr.starts_with("kvreuse: error: "), "{stderr}");
+        assert!(stderr.contains(mention), "{args:?}: {stderr:?} should mention {mention:?}");
+    }
+}
+
+// ---------------------------------------------------------------- trace lines
+
+const GOOD: [&str; 3] = [
+    r#"{"timestamp": 0, "input_length": 10, "hash_ids": [1, 2, 3]}"#,
+    r#"{"timestamp": 5, "input_length": 12, "hash_ids": [1, 2, 4]}"#,
+    r#"{"timestamp": 9, "tokens": [5, 6, 7, 8, 9], "output_tokens": [1, 2, 3, 4]}"#,
+];
+
+/// (a bad line, what the error must say).
+fn trace_lines() -> Vec<(Vec<u8>, &'static str)> {
+    let mut huge = b"{\"tokens\": [".to_vec();
+    huge.resize(100 << 20, b'7');
+    let lines: [(&[u8], &str); 12] = [
+        (br#"{"tokens": "abc"}"#, "invalid type"),
+        (br#"{"timestamp": 5}"#, "neither"),
+        (br#"{"hash_ids": [1, 2]}"#, "input_length"),
+        (br#"{"input_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6]}"#, "has 6 ids"),
+        (br#"{"tokens": [1, -2]}"#, "-2"),
+        (br#"{"tokens": [4294967296]}"#, "4294967296"),
+        (br#"{"input_length": 1e30, "hash_ids": []}"#, "invalid type"),
+        (br#"{"input_length": 18446744073709551616, "hash_ids": []}"#, "expected u64"),
+        (br#"{"tokens": [1], "hash_ids": [1], "input_length": 1}"#, "not both"),
+        (b"{\"tokens\": [1, 2, 3, 4]}\xff\xfe", "line"),
+        (b"[1, 2, 3]", "invalid type"),
+        (br#"{"tokens": [1, 2"#, "EOF"),
+    ];
+    let mut all: Vec<(Vec<u8>, &str)> = lines.iter().map(|&(l, m)| (l.to_vec(), m)).collect();
+    all.push((huge, "line longer than"));
+    all
+}
+
+fn write_trace(dir: &Path, name: &str, bad: Option<&[u8]>) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut file = std::fs::File::create(&path).unwrap();
+    writeln!(file, "{}", GOOD[0]).unwrap();
+    if let Some(bad) = bad {
+        file.write_all(bad).unwrap();
+        file.write_all(b"\n").unwrap();
+    }
+    // Blank lines are not errors: they are skipped.
+    writeln!(file, "\n   \n{}\n{}", GOOD[1], GOOD[2]).unwrap();
+    path
+}
+
+#[test]
+fn bad_trace_lines_name_file_and_line_and_skipping_them_changes_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = write_trace(dir.path(), "clean.jsonl", None);
+    let args = ["replay", "--block-size", "4", "--capacity", "2,inf", "--json"];
+    let run = |path: &Path, extra: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(path.to_str().unwrap());
+        all.extend(extra);
+        kvreuse(&all, b"")
+    };
+    let want = run(&clean, &[]);
+    assert!(want.status.success(), "{}", String::from_utf8_lossy(&want.stderr));
+    let want: serde_json::Value = serde_json::from_slice(&want.stdout).unwrap();
+    assert_eq!(want["skipped_lines"], 0);
+    for (i, (line, mention)) in trace_lines().into_iter().enumerate() {
+        let path = write_trace(dir.path(), &format!("bad{i}.jsonl"), Some(&line));
+        let out = run(&path, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "line {i}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let at = format!("{}:2: ", path.display());
+        assert!(
+            stderr.contains(&at) && stderr.contains(mention),
+            "{stderr:?} wants {at} {mention:?}"
+        );
+        let skipped = run(&path, &["--skip-invalid"]);
+        assert!(skipped.status.success(), "{}", String::from_utf8_lossy(&skipped.stderr));
+        let mut got: serde_json::Value = serde_json::from_slice(&skipped.stdout).unwrap();
+        assert_eq!(got["skipped_lines"], 1);
+        got["skipped_lines"] = 0.into();
+        assert_eq!(
+            got, want,
+            "skipping line {i} must leave the other requests' results as they are"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- peer messages
+
+fn messages() -> Vec<(Vec<u8>, fn(&MessageError) -> bool)> {
+    let mut good = Vec::new();
+    message::encode_into(1, 2, &[3, 4, 5], &mut good).unwrap();
+    let with = |at: usize, byte: u8| {
+        let mut b = good.clone();
+        b[at] = byte;
+        b
+    };
+    vec![
+        (good[..12].to_vec(), |e| matches!(e, MessageError::Truncated { .. })),
+        (with(0, b'X'), |e| matches!(e, MessageError::BadMagic)),
+        (with(4, 9), |e| matches!(e, MessageError::UnsupportedVersion(9))),
+        (with(5, 4), |e| matches!(e, MessageError::UnknownFlags(4))),
+        (good[..good.len() - 3].to_vec(), |e| matches!(e, MessageError::LengthMismatch { .. })),
+        (with(7, 0x7f), |e| e.is_oversized()),
+        (vec![0; message::MAX_MESSAGE_BYTES + 1], |e| e.is_oversized()),
+    ]
+}
+
+#[test]
+fn bad_peer_messages_are_named_errors() {
+    for (bytes, expected) in messages() {
+        let err = message::decode(&bytes).unwrap_err();
+        assert!(expected(&err), "{err:?}");
+        assert!(!err.to_string().is_empty());
+    }
+    // That each is counted and changes no history is sync_nats.rs's
+    // bad_own_and_foreign_messages_are_ignored_and_counted, against a real server.
+}
+
+// ---------------------------------------------------------------- snapshot files
+
+fn snapshots(dir: &Path) -> Vec<(std::path::PathBuf, &'static str)> {
+    let source = SharedHistory::with_capacity(50).unwrap();
+    source.insert_all(&(100..140).collect::<Vec<u64>>());
+    let good = dir.join("good");
+    source.save_in_domain(&good, 77).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let file = |name: &str, contents: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    };
+    let mut flipped = bytes.clone();
+    flipped[100] ^= 4;
+    let mut absurd = bytes.clone();
+    absurd[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+    let mut version = bytes.clone();
+    version[8] = 3;
+    vec![
+        (file("empty", b""), "truncated"),
+        (file("truncated", &bytes[..bytes.len() - 11]), "truncated or damaged"),
+        (file("magic", b"PK\x03\x04 this is a zip file, not a snapshot at all"), "bad magic"),
+        (file("version", &version), "unsupported snapshot version"),
+        (file("flipped", &flipped), "checksum mismatch"),
+        (file("absurd", &absurd), "truncated or damaged"),
+        (dir.to_path_buf(), "directory"),
+        (good, "domain"),
+    ]
+}
+
+#[test]
+fn bad_snapshot_files_are_rejected_and_leave_the_history_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, mention) in snapshots(dir.path()) {
+        let history = SharedHistory::with_capacity(10).unwrap();
+        history.insert_all(&[1, 2, 3]);
+        let err = history.load_in_domain(&path, 78).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::Snapshot { .. } | Error::Io { .. } | Error::ForeignSnapshot { .. }
+            ),
+            "{err:?}"
+        );
+        assert!(message.to_lowercase().contains(mention), "{message:?} should say {mention:?}");
+        assert_eq!(history.oldest_first(), [1, 2, 3], "{}", path.display());
+    }
+}
+
+#[test]
+fn catalogue_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let total = ENVIRONMENT.len()
+        + COMMAND_LINE.len()
+        + trace_lines().len()
+        + messages().len()
+        + snapshots(dir.path()).len();
+    eprintln!("bad-input catalogue: {total} inputs");
+    assert!(total >= 40, "{total}");
+}
