@@ -90,7 +90,7 @@ fn replay(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("kvreuse", |b| b.iter(|| one_pass(black_box(&requests))));
     group.bench_function("hash-set histories, one pass each", |b| {
-        b.iter(|| separate_passes(black_box(&requests)))
+        b.iter(|| separate_passes(black_box(&requests)));
     });
     group.finish();
 }
