@@ -63,20 +63,7 @@ impl Config {
 
     /// [`from_env`](Self::from_env) with variables read through `lookup`.
     pub fn from_lookup(block_size: usize, lookup: impl Fn(&str) -> Option<String>) -> Config {
-        let enabled = match lookup(ENV_ENABLED) {
-            None => false,
-            Some(value) => match value.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => true,
-                "0" | "false" | "off" | "no" | "" => false,
-                _ => {
-                    warn!(
-                        "{ENV_ENABLED}={value:?} is not one of 1, true, on, yes, 0, false, off, \
-                         no; the cache-reuse history stays off"
-                    );
-                    false
-                }
-            },
-        };
+        let enabled = switch(&lookup, ENV_ENABLED, "the cache-reuse history");
         let history_bytes = match lookup(ENV_BYTES) {
             None => DEFAULT_HISTORY_BYTES,
             Some(value) => parse_bytes(&value).unwrap_or_else(|| {
@@ -148,6 +135,24 @@ impl Config {
     /// The constant labels.
     pub fn const_labels(&self) -> &BTreeMap<String, String> {
         &self.const_labels
+    }
+}
+
+/// Whether the switch variable `name` is on: `1|true|on|yes` (trimmed, any case); off when
+/// unset, empty or `0|false|off|no`; anything else logs one warning and means off (`what` is
+/// named in it).
+pub(crate) fn switch(lookup: &impl Fn(&str) -> Option<String>, name: &str, what: &str) -> bool {
+    let Some(value) = lookup(name) else { return false };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => true,
+        "0" | "false" | "off" | "no" | "" => false,
+        _ => {
+            warn!(
+                "{name}={value:?} is not one of 1, true, on, yes, 0, false, off, no; {what} \
+                 stays off"
+            );
+            false
+        }
     }
 }
 

@@ -2,12 +2,14 @@
 //! check that it gets a clear error (or a counted, logged fallback) and changes no state.
 //! `catalogue_size` counts them (the README's Reliability section quotes the count).
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
+use common::Captured;
 use kvreuse::core::message::{self, MessageError};
 use kvreuse::{Config, Error, SharedHistory};
 
@@ -26,19 +28,6 @@ const ENVIRONMENT: [(&str, &str); 10] = [
     ("KVREUSE_SYNC_STREAM_BYTES", "-5"),
     ("KVREUSE_SYNC_STREAM_MAX_AGE_SECONDS", "soon"),
 ];
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[test]
 fn environment_values_fall_back_with_one_warning_naming_them() {
@@ -62,7 +51,7 @@ fn environment_values_fall_back_with_one_warning_naming_them() {
             };
             (Config::from_lookup(16, lookup), kvreuse::SyncConfig::from_lookup(domain, lookup))
         });
-        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let logs = captured.text();
         assert_eq!(logs.lines().count(), 1, "{name}={value:?}: {logs}");
         assert!(logs.contains(name) && logs.contains(&format!("{value:?}")), "{logs}");
         let default = Config::from_lookup(16, |n| {

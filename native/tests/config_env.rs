@@ -1,44 +1,23 @@
 //! Every environment case of the configuration: the value it yields and the exact warning (or
 //! none) it logs.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
 
+use std::collections::HashMap;
+
+use common::Captured;
 use kvreuse::Config;
 use kvreuse::config::{DEFAULT_HISTORY_BYTES, ENV_BYTES, ENV_ENABLED};
-
-/// Log lines captured from `tracing`, one string per event.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The config from these variables, and the warnings logged while building it.
 fn from_vars(vars: &[(&str, &str)]) -> (Config, Vec<String>) {
     let vars: HashMap<String, String> =
         vars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect();
     let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .finish();
-    let config = tracing::subscriber::with_default(subscriber, || {
+    let config = tracing::subscriber::with_default(captured.subscriber(), || {
         Config::from_lookup(16, |name| vars.get(name).cloned())
     });
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    (config, text.lines().map(str::to_string).collect())
+    (config, captured.text().lines().map(str::to_string).collect())
 }
 
 #[test]

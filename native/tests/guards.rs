@@ -1,6 +1,8 @@
 //! Request guards count every request exactly once, whatever happens to the task holding
 //! them: completion, explicit abort, cancellation, panic, or many at once.
 
+mod common;
+
 use std::sync::Arc;
 
 use kvreuse::core::attempt::{Attempt, Tally};
@@ -8,7 +10,6 @@ use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::output::OutputTracker;
 use kvreuse::{Config, Tracker};
 use prometheus::Registry;
-use prometheus::proto::MetricType;
 
 const BLOCK: usize = 4;
 
@@ -18,26 +19,10 @@ fn tracker() -> (Tracker, Registry) {
     (Tracker::new(&config, &registry).unwrap(), registry)
 }
 
-/// The value of a metric (summed over label values matching `label`, if given).
-fn metric(registry: &Registry, name: &str, label: Option<(&str, &str)>) -> f64 {
-    let name = format!("dynamo_component_{name}");
-    registry
-        .gather()
-        .iter()
-        .filter(|f| f.name() == name)
-        .flat_map(|f| f.get_metric().iter().map(move |m| (f.get_field_type(), m)))
-        .filter(|(_, m)| {
-            label.is_none_or(|(k, v)| m.get_label().iter().any(|l| l.name() == k && l.value() == v))
-        })
-        .map(|(kind, m)| match kind {
-            MetricType::COUNTER => m.get_counter().get_value(),
-            _ => m.get_gauge().get_value(),
-        })
-        .sum()
-}
-
 fn tally(registry: &Registry) -> Tally {
-    let get = |name, label| metric(registry, name, label) as u64;
+    let get = |name, label: Option<(&str, &str)>| {
+        common::metric(registry, name, label.map(|(_, value)| value)) as u64
+    };
     Tally {
         input_tokens: get("router_cache_loss_observation_input_tokens_total", None),
         f0_tokens: get("router_cache_loss_funnel_tokens_total", Some(("stage", "f0"))),

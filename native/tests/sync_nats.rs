@@ -2,19 +2,20 @@
 //! started by each test on a free 127.0.0.1 port and stopped by it.
 #![cfg(feature = "nats")]
 
-use std::io::Write;
+mod common;
+
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::Captured;
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::message::{self, Domain};
 use kvreuse::sync::{Auth, SyncConfig};
 use kvreuse::{Config, Sync, Tracker};
 use prometheus::Registry;
-use prometheus::proto::MetricType;
 
 const BLOCK: usize = 16;
 
@@ -90,34 +91,21 @@ impl Drop for Nats {
 }
 
 /// Log lines of every test in this process (tagged with the replica name).
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
     LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&logs);
-        let _ = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || Sink(Arc::clone(&sink)))
-            .try_init();
+        let logs = Captured::default();
+        let _ = tracing::subscriber::set_global_default(logs.subscriber());
         logs
     })
 }
 
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn log_lines_containing(replica: &str, text: &str) -> usize {
-    let logs = String::from_utf8_lossy(&logs().lock().unwrap()).into_owned();
-    logs.lines().filter(|l| l.contains(&format!("replica={replica}")) && l.contains(text)).count()
+    logs()
+        .text()
+        .lines()
+        .filter(|l| l.contains(&format!("replica={replica}")) && l.contains(text))
+        .count()
 }
 
 struct Replica {
@@ -152,20 +140,9 @@ impl Replica {
         self.tracker.history().unwrap().seen_prefix_len(&ids)
     }
 
-    /// A counter's or gauge's value (the metric with `label` if given).
+    /// A counter's or gauge's value (the series with `label` if given).
     fn metric(&self, name: &str, label: Option<&str>) -> f64 {
-        let name = format!("dynamo_component_{name}");
-        self.registry
-            .gather()
-            .iter()
-            .filter(|f| f.name() == name)
-            .flat_map(|f| f.get_metric().iter().map(move |m| (f.get_field_type(), m)))
-            .filter(|(_, m)| label.is_none_or(|l| m.get_label().iter().any(|p| p.value() == l)))
-            .map(|(kind, m)| match kind {
-                MetricType::COUNTER => m.get_counter().get_value(),
-                _ => m.get_gauge().get_value(),
-            })
-            .sum()
+        common::metric(&self.registry, name, label)
     }
 
     fn received(&self, result: &str) -> f64 {

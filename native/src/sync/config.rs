@@ -6,6 +6,8 @@ use std::time::Duration;
 use kvreuse_core::message::Domain;
 use tracing::warn;
 
+use crate::config::switch;
+
 /// The switch.
 pub const ENV_SYNC: &str = "DYN_ROUTER_CACHE_REUSE_SYNC";
 /// The NATS server URL(s), comma-separated.
@@ -131,7 +133,7 @@ impl SyncConfig {
         domain: Domain,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Option<SyncConfig> {
-        if !switch(&lookup, ENV_SYNC) {
+        if !switch(&lookup, ENV_SYNC, "replica sync") {
             return None;
         }
         let urls = lookup(ENV_URL)
@@ -160,7 +162,7 @@ impl SyncConfig {
                 Auth::None
             }
         };
-        config.tls.required = switch(&lookup, ENV_TLS);
+        config.tls.required = switch(&lookup, ENV_TLS, "requiring TLS");
         config.tls.ca = present(ENV_TLS_CA).map(PathBuf::from);
         config.tls.client = match (present(ENV_TLS_CERT), present(ENV_TLS_KEY)) {
             (Some(cert), Some(key)) => Some((cert.into(), key.into())),
@@ -252,20 +254,6 @@ impl SyncConfig {
     /// The domain.
     pub fn domain(&self) -> &Domain {
         &self.domain
-    }
-}
-
-/// Whether a switch variable is on (`1|true|on|yes`, trimmed, any case); anything else but
-/// off values warns.
-fn switch(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> bool {
-    let Some(value) = lookup(name) else { return false };
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => true,
-        "0" | "false" | "off" | "no" | "" => false,
-        _ => {
-            warn!("{name}={value:?} is not one of 1, true, on, yes, 0, false, off, no; off");
-            false
-        }
     }
 }
 

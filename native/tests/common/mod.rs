@@ -1,0 +1,58 @@
+//! Helpers shared by the integration tests: reading metrics back from a registry, and
+//! capturing `tracing` output.
+#![allow(dead_code)] // each test file uses some of them
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use prometheus::Registry;
+use prometheus::proto::MetricType;
+
+/// The value of metric `dynamo_component_{name}`, summed over the series that carry a label
+/// with value `label` (all series when `None`).
+pub(crate) fn metric(registry: &Registry, name: &str, label: Option<&str>) -> f64 {
+    let name = format!("dynamo_component_{name}");
+    registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == name)
+        .flat_map(|f| f.get_metric().iter().map(move |m| (f.get_field_type(), m)))
+        .filter(|(_, m)| label.is_none_or(|l| m.get_label().iter().any(|p| p.value() == l)))
+        .map(|(kind, m)| match kind {
+            MetricType::COUNTER => m.get_counter().get_value(),
+            _ => m.get_gauge().get_value(),
+        })
+        .sum()
+}
+
+/// A `tracing` writer that keeps what is written.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    /// Everything written so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// A plain-text subscriber writing here.
+    pub(crate) fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_target(false)
+            .finish()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
