@@ -201,7 +201,10 @@ fn bad_trace_lines_name_file_and_line_and_skipping_them_changes_nothing_else() {
 
 // ---------------------------------------------------------------- peer messages
 
-fn messages() -> Vec<(Vec<u8>, fn(&MessageError) -> bool)> {
+/// A bad message and a test of the error it must get.
+type BadMessage = (Vec<u8>, fn(&MessageError) -> bool);
+
+fn messages() -> Vec<BadMessage> {
     let mut good = Vec::new();
     message::encode_into(1, 2, &[3, 4, 5], &mut good).unwrap();
     let with = |at: usize, byte: u8| {
