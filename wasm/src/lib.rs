@@ -1,0 +1,53 @@
+//! # kvreuse-wasm
+//!
+//! kvreuse for JavaScript: the same engine a router links natively, compiled to WebAssembly
+//! with wasm-bindgen, so that a web page or a Node.js script gets the block ids and the reuse
+//! figures a router would get, bit for bit.
+//!
+//! A KV-cache-aware router names every complete block of a prompt by a 64-bit id chained from
+//! its parent's; F0 counts the prompt tokens a router sees, F1 those in leading blocks whose
+//! ids were computed before. Three things are exported:
+//!
+//! - [`blockHashes`](block_hashes): the ids of a token sequence under the Dynamo or a vLLM
+//!   scheme (the recipes and their golden vectors are in `kvreuse-core`'s `chain` module);
+//! - [`History`]: the router's bounded FIFO history of ids;
+//! - [`Replay`]: a request trace (Mooncake or token JSONL) replayed through many history
+//!   sizes and policies at once, in steps a page can schedule between frames or run in a
+//!   worker, with the rows `kvreuse replay --json` prints.
+//!
+//! ```js
+//! import init, { Replay, blockHashes } from "./pkg/kvreuse_wasm.js";
+//! await init();
+//! const replay = new Replay(traceText, { capacities: "1k,10k,inf", policies: "fifo,lru" });
+//! while (!replay.step(4096)) showProgress(replay.progress);
+//! console.table(replay.results());
+//! const { sequenceHashes } = blockHashes(new Uint32Array(tokens), { blockSize: 16 });
+//! ```
+//!
+//! # Conventions at the boundary
+//!
+//! - Ids are `u64` and cross as `BigInt`s, in `BigUint64Array`s or arrays of `BigInt`s;
+//!   never as floating-point numbers, which would round them. Token ids are `Uint32Array`s
+//!   or arrays of integers.
+//! - Counts and sizes are plain numbers; a count beyond 2^53 - 1, which a number cannot hold
+//!   exactly, is an error rather than a rounded figure.
+//! - Bad input throws: a `TypeError` when a value has the wrong type or shape (a malformed
+//!   trace line among them: `line 12: ...`, with the number also in the error's `line`
+//!   property), a `RangeError` when a value is out of range (a zero block size, a warm-up of
+//!   1.5). Nothing panics on input.
+//! - The generated `kvreuse_wasm.d.ts` types all of this.
+//!
+//! The [`session`] and [`footprint`] modules hold the replay logic in plain Rust, so that the
+//! host tests and the native timing example run exactly the code the browser runs.
+
+pub mod footprint;
+pub mod session;
+
+mod hash;
+mod history;
+mod js;
+mod replay;
+
+pub use hash::block_hashes;
+pub use history::History;
+pub use replay::Replay;
