@@ -8,7 +8,9 @@
 //
 //   node wasm/tools/bench.mjs --pkg target/wasm-site/pkg --native target/release/examples/replay_native \
 //     [--trace traces/mooncake_synthetic_trace.jsonl] [--capacity 1k,10k,100k,1M,inf] \
-//     [--policy fifo,lru] [--rounds 7] [--reps 3] [--json FILE]
+//     [--policy fifo,lru] [--rounds 7] [--reps 3] [--json FILE] [--min-ratio 0.4]
+//
+// With --min-ratio, exits with status 1 when node's speed is below that fraction of native.
 
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -26,6 +28,7 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "7" },
     reps: { type: "string", default: "3" },
     json: { type: "string" },
+    "min-ratio": { type: "string" },
   },
 });
 
@@ -88,10 +91,18 @@ const result = {
   native_median_ms: +median(native).toFixed(3),
   node_speed_of_native: +(median(native) / median(node)).toFixed(3),
 };
+const mbPerS = (ms) => (Buffer.byteLength(text) / 1e6 / (ms / 1e3)).toFixed(1);
+const line = (name, ms, runs) =>
+  `  ${name.padEnd(12)} ${ms.toFixed(1).padStart(9)} ${mbPerS(ms).padStart(7)} ${String(runs).padStart(5)}`;
 console.log(
-  `replay of ${args.trace} (${args.capacity} x ${args.policy}), medians of ${node.length} runs each:\n` +
-  `  node (wasm)  ${result.node_median_ms.toFixed(1)} ms\n` +
-  `  native       ${result.native_median_ms.toFixed(1)} ms\n` +
-  `  node speed = ${(100 * result.node_speed_of_native).toFixed(0)}% of native`,
+  `replay of ${args.trace} (${args.capacity} x ${args.policy}), alternating rounds:\n` +
+  `  ${"".padEnd(12)} ${"median ms".padStart(9)} ${"MB/s".padStart(7)} ${"runs".padStart(5)}\n` +
+  `${line("node (wasm)", result.node_median_ms, node.length)}\n` +
+  `${line("native", result.native_median_ms, native.length)}\n` +
+  `  node speed = ${(100 * result.node_speed_of_native).toFixed(0)}% of native (median native / median node)`,
 );
 if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 2) + "\n");
+if (args["min-ratio"] !== undefined && result.node_speed_of_native < Number(args["min-ratio"])) {
+  console.error(`node speed is below ${(100 * Number(args["min-ratio"])).toFixed(0)}% of native`);
+  process.exit(1);
+}
