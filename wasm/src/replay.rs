@@ -139,7 +139,7 @@ impl Replay {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] trace: &JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ReplayOptions | undefined")] options: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ReplayOptions")] options: &JsValue,
     ) -> Result<Replay, JsValue> {
         let settings = settings(options)?;
         let text = js::text_bytes(trace, "trace")?;
@@ -154,7 +154,7 @@ impl Replay {
     /// error), unless `skipInvalid` was given; the replay then stays at that line.
     pub fn step(
         &mut self,
-        #[wasm_bindgen(js_name = maxWork, unchecked_param_type = "number | undefined")]
+        #[wasm_bindgen(js_name = maxWork, unchecked_optional_param_type = "number")]
         max_work: &JsValue,
     ) -> Result<bool, JsValue> {
         if max_work.is_undefined() {

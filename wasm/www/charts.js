@@ -118,10 +118,12 @@ export function drawCapacityChart(container, rows) {
   text(svg, m.l + w / 2, height - 4, "history capacity (blocks)", { class: "axis-label", "text-anchor": "middle" });
   el("line", { x1: m.l, x2: m.l + w, y1: m.t + h, y2: m.t + h, class: "axis" }, svg);
 
+  // End labels, drawn last and pushed apart vertically so that converging lines stay legible.
+  const labels = [];
   if (inf) {
     const y = sy(ratio(inf));
     el("line", { x1: m.l, x2: m.l + w, y1: y, y2: y, class: "ceiling" }, svg);
-    text(svg, m.l + w + 6, y + 4, `inf ${pct(ratio(inf))}`, { class: "series-label inf" });
+    labels.push({ x: m.l + w + 6, y, content: `inf ${pct(ratio(inf))}`, policy: "inf" });
   }
   const tip = tooltip(container);
   for (const policy of POLICY_ORDER) {
@@ -140,8 +142,11 @@ export function drawCapacityChart(container, rows) {
       dot.addEventListener("mouseleave", () => { tip.hidden = true; });
     }
     const last = series[series.length - 1];
-    text(svg, sx(last.capacity) + 8, sy(ratio(last)) + 4, policy, { class: `series-label ${policy}` });
+    labels.push({ x: sx(last.capacity) + 8, y: sy(ratio(last)), content: policy, policy });
   }
+  labels.sort((a, b) => a.y - b.y);
+  for (let i = 1; i < labels.length; i++) labels[i].y = Math.max(labels[i].y, labels[i - 1].y + 13);
+  for (const l of labels) text(svg, l.x, l.y + 4, l.content, { class: `series-label ${l.policy}` });
   if (!finite.length && !inf) {
     text(svg, m.l + w / 2, m.t + h / 2, "no measured requests", { class: "axis-label", "text-anchor": "middle" });
   }
