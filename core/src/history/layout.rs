@@ -10,20 +10,25 @@ pub const BUCKET_WORDS: usize = 16;
 /// Slots per bucket.
 pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 2;
 
-/// Largest capacity: a slot word must hold an insertion number modulo twice the capacity and
-/// at least four tag bits, and a header must count up to the capacity in 28 bits.
-pub const MAX_CAPACITY: usize = 1 << 27;
+/// Largest capacity: a slot word holds a ring position (27 bits, the ring having one entry
+/// more than the capacity), a 2-bit epoch and at least three tag bits.
+pub const MAX_CAPACITY: usize = (1 << 27) - 1;
 
 /// Occupied fraction of a full history's slots, as a ratio: 3/5.
 const LOAD: (usize, usize) = (3, 5);
 
-/// The shape of a history of a given capacity: how many ids it keeps (ring length) and how
-/// many buckets its index has.
+/// The shape of a history of a given capacity: how many ids it keeps, how long its ring is
+/// and how many buckets its index has.
 ///
 /// A full history's index runs at 60% load: 14 slots per 64-byte bucket, so
 /// `64 / (14 * 0.6) = 7.62` bytes per entry on top of the 8-byte ring. At that load about 2%
 /// of ids overflow their first bucket, and a lookup reads one cache line of index (plus, when
 /// present, one of ring). Small histories get more room (memory is negligible there).
+///
+/// The ring has one entry more than the capacity, and the index room for one id more: a new
+/// id is written and indexed while the id it evicts is still live for readers, and both
+/// changes appear at once when the writer publishes its insertion count (see the module docs
+/// on concurrency).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     capacity: usize,
@@ -39,8 +44,8 @@ impl Layout {
         if capacity > MAX_CAPACITY {
             return Err(HistoryError::CapacityTooLarge { capacity });
         }
-        let buckets = if capacity <= BUCKET_SLOTS {
-            // One bucket holds them all.
+        let buckets = if capacity < BUCKET_SLOTS {
+            // One bucket holds them all, and the id about to be evicted.
             1
         } else {
             let loaded = (capacity * LOAD.1).div_ceil(BUCKET_SLOTS * LOAD.0);
@@ -54,6 +59,11 @@ impl Layout {
     /// Ids kept.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Entries in the ring: `capacity() + 1`.
+    pub fn ring_len(&self) -> usize {
+        self.capacity + 1
     }
 
     /// Buckets in the index.
@@ -185,18 +195,18 @@ impl Home {
     pub(crate) const NONE: Home = Home { first: 0, second: 0, tag: 0, bits: 0, class: 0 };
 }
 
-/// How many consecutive epochs (runs of `capacity` insertions) a slot word tells apart.
+/// How many consecutive epochs (runs of `ring_len` insertions) a slot word tells apart.
 const EPOCHS: u32 = 4;
 
 /// The slot-word format for one capacity.
 ///
 /// A slot word is `tag | epoch | position`: `position` is where the id sits in the ring,
-/// `epoch` is its insertion number divided by the capacity, modulo 4, and `tag` (the
+/// `epoch` is its insertion number divided by the ring's length, modulo 4, and `tag` (the
 /// remaining high bits, never zero) filters out most other ids without reading the ring. The
 /// word `0` is an empty slot.
 ///
-/// Entries are never deleted when evicted: once the ring has moved `capacity` insertions past
-/// a slot's insertion, the liveness rule ([`View::is_live`]) rejects its word, and a later
+/// Entries are never deleted when evicted: once `capacity` insertions have followed a slot's
+/// insertion, the liveness rule ([`View::is_live`]) rejects its word, and a later
 /// write to its bucket reuses the slot. Evicting an id that sits in its first bucket touches
 /// no memory at all. A dead word could only look live again after four epochs without its
 /// bucket reusing it; buckets reuse their slots every 1.6 epochs on average, and a lookup that
@@ -211,7 +221,8 @@ pub(crate) struct Codec {
 
 impl Codec {
     pub(crate) fn new(layout: &Layout) -> Self {
-        let pos_bits = (usize::BITS - (layout.capacity - 1).leading_zeros()).max(1);
+        // Enough bits for the last ring position, `ring_len() - 1 = capacity`.
+        let pos_bits = usize::BITS - layout.capacity.leading_zeros();
         Codec {
             buckets: layout.buckets as u64,
             pos_bits,
@@ -293,36 +304,54 @@ pub(crate) struct View {
     pub(crate) now: u64,
     /// Live entries: the last `len` insertions.
     pub(crate) len: u32,
-    /// Ring position of the next insertion, `now % capacity`.
+    /// Ring position of the next insertion, `now % ring`.
     pub(crate) tail: usize,
-    /// Epoch of the next insertion, `now / capacity` (modulo 2^32).
+    /// Epoch of the next insertion, `now / ring` (modulo 2^32).
     pub(crate) epoch: u32,
+    /// Most live entries.
     pub(crate) capacity: u32,
+    /// Ring entries, `capacity + 1`: the entry at the tail is never live.
+    pub(crate) ring: u32,
 }
 
 impl View {
     pub(crate) fn new(now: u64, start: u64, capacity: usize) -> Self {
-        let cap = capacity as u64;
+        let ring = capacity as u64 + 1;
         View {
             now,
-            len: (now - start).min(cap) as u32,
-            tail: (now % cap) as usize,
-            epoch: (now / cap) as u32,
-            capacity: cap as u32,
+            len: (now - start).min(capacity as u64) as u32,
+            tail: (now % ring) as usize,
+            epoch: (now / ring) as u32,
+            capacity: capacity as u32,
+            ring: ring as u32,
         }
     }
 
     /// The view after one more insertion.
     #[inline(always)]
     pub(crate) fn advanced(&self) -> View {
-        let wraps = self.tail + 1 == self.capacity as usize;
+        let wraps = self.tail + 1 == self.ring as usize;
         View {
             now: self.now + 1,
             len: (self.len + 1).min(self.capacity),
             tail: if wraps { 0 } else { self.tail + 1 },
             epoch: self.epoch.wrapping_add(u32::from(wraps)),
             capacity: self.capacity,
+            ring: self.ring,
         }
+    }
+
+    /// Whether the next insertion evicts the oldest entry.
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == self.capacity
+    }
+
+    /// The ring position of the oldest live entry (of the tail when there is none).
+    #[inline(always)]
+    pub(crate) fn oldest(&self) -> usize {
+        let (tail, ring) = (self.tail as u32, self.ring);
+        (tail + ring - self.len) as usize % ring as usize
     }
 
     /// How many insertions ago the current occupant of the word's ring position was written
@@ -338,16 +367,13 @@ impl View {
     pub(crate) fn age_at(&self, position: usize) -> u32 {
         let position = position as u32;
         let wrapped = u32::from(position >= self.tail as u32);
-        (self.tail as u32)
-            .wrapping_sub(1)
-            .wrapping_sub(position)
-            .wrapping_add(wrapped * self.capacity)
+        (self.tail as u32).wrapping_sub(1).wrapping_sub(position).wrapping_add(wrapped * self.ring)
     }
 
     /// The ring position after `position`.
     #[inline(always)]
     pub(crate) fn next_position(&self, position: usize) -> usize {
-        if position + 1 == self.capacity as usize { 0 } else { position + 1 }
+        if position + 1 == self.ring as usize { 0 } else { position + 1 }
     }
 
     /// Whether `word` names the entry that currently occupies its ring position.
@@ -360,7 +386,7 @@ impl View {
         let age = (self.tail as u32)
             .wrapping_sub(1)
             .wrapping_sub(position)
-            .wrapping_add(wrapped * self.capacity);
+            .wrapping_add(wrapped * self.ring);
         (word != 0) & (codec.epoch(word) == epoch) & (age < self.len)
     }
 }
@@ -374,7 +400,8 @@ mod tests {
         let mut last = 0;
         for capacity in (1..5000).chain([1 << 20, 8_388_608, MAX_CAPACITY]) {
             let layout = Layout::for_capacity(capacity).unwrap();
-            assert!(layout.buckets() * BUCKET_SLOTS >= capacity);
+            // Room for the capacity and the id an insertion is about to evict.
+            assert!(layout.buckets() * BUCKET_SLOTS > capacity, "{capacity}");
             assert!(layout.buckets() >= last, "{capacity}");
             last = layout.buckets();
         }
@@ -440,10 +467,11 @@ mod tests {
     /// the last `capacity`; after that it may alias, which lookups catch by reading the ring.
     #[test]
     fn a_word_is_live_exactly_while_its_insertion_is_among_the_last_capacity() {
+        // A capacity of 5 has a ring of 6 entries.
         let codec = Codec::new(&Layout::for_capacity(5).unwrap());
         for start in [0u64, 3] {
             for inserted in start..60 {
-                let word = codec.word(1 << 31, (inserted / 5) as u32, (inserted % 5) as usize);
+                let word = codec.word(1 << 31, (inserted / 6) as u32, (inserted % 6) as usize);
                 let mut view = View::new(inserted + 1, start, 5);
                 for now in inserted + 1..=inserted + 20 {
                     assert_eq!(view.now, now);

@@ -69,7 +69,7 @@ pub use storage::{BoxStorage, Storage};
 
 pub use crate::sync::AtomicU64;
 
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, Ordering, fence};
 use layout::{Home, Mixer, View};
 use table::{BATCH, OverflowFlags, Shared};
 
@@ -184,7 +184,7 @@ impl<S: Storage> History<S> {
     pub fn bytes_for(layout: &Layout) -> usize {
         // The shared header lives in an `Arc` allocation (two counters plus the header).
         S::bytes_for(layout)
-            + OverflowFlags::bytes_for(layout.capacity())
+            + OverflowFlags::bytes_for(layout.ring_len())
             + BATCH * core::mem::size_of::<Home>()
             + core::mem::size_of::<Shared<S>>()
             + 2 * core::mem::size_of::<usize>()
@@ -192,7 +192,7 @@ impl<S: Storage> History<S> {
 
     /// A history over `storage`, which must be zeroed and sized for `layout`.
     pub fn with_storage(layout: Layout, seed: u64, storage: S) -> Result<Self, HistoryError> {
-        if storage.index().len() != layout.pairs() || storage.ring().len() != layout.capacity() {
+        if storage.index().len() != layout.pairs() || storage.ring().len() != layout.ring_len() {
             return Err(HistoryError::StorageMismatch);
         }
         let shared = Shared {
@@ -207,7 +207,7 @@ impl<S: Storage> History<S> {
             shared: Arc::new(shared),
             view: View::new(0, 0, layout.capacity()),
             start: 0,
-            overflowed: OverflowFlags::new(layout.capacity())?,
+            overflowed: OverflowFlags::new(layout.ring_len())?,
             forced: 0,
             homes: Vec::with_capacity(BATCH),
         })
@@ -258,7 +258,7 @@ impl<S: Storage> History<S> {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
                 let ring = s.storage.ring();
-                let mut next = self.view.tail;
+                let mut next = self.view.oldest();
                 for _ in 0..batch.len() {
                     if self.overflowed.get(next) {
                         // Ordering: Relaxed; the writer reads its own stores.
@@ -291,30 +291,41 @@ impl<S: Storage> History<S> {
         out
     }
 
-    /// Appends a new id at the tail (evicting the oldest if full), then indexes it.
+    /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
+    /// insertion, which makes the id live and, when full, evicts the oldest.
     fn push(&mut self, s: &Shared<S>, id: u64, home: &Home) {
         let position = self.view.tail;
         let word = s.codec.word(home.tag, self.view.epoch, position);
-        let full = self.is_full();
-        self.view = self.view.advanced();
-        // Ordering: the new count is published (Release) before the ring entry is
-        // overwritten, and the entry (Release) before the slot that points to it, so a reader
-        // that sees the slot sees the id, and a reader that sees the new id re-reads a count
-        // that tells it the old entry is gone.
-        s.now.store(self.view.now, Ordering::Release);
-        let entry = &s.storage.ring()[position];
-        if full && self.overflowed.take(position) {
-            // Ordering: Relaxed; the writer reads its own store.
-            s.forget_overflow(entry.load(Ordering::Relaxed));
-        }
-        entry.store(id, Ordering::Release);
+        // The tail entry is live in no reader's view: it holds the id evicted one insertion
+        // ago, or an older one. Ordering: Release; a reader whose view is older than that
+        // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
+        // count (or start) published before this store, and `still_valid` rejects its view.
+        s.storage.ring()[position].store(id, Ordering::Release);
+        // Indexed under the current view, in which the id this insertion evicts is still
+        // live, so that its slot is not reused while readers may still look it up.
         let placed = s.place(home, word, &self.view, &mut self.overflowed);
         let overflowed = placed.unwrap_or_else(|| {
-            self.forced += 1;
-            s.give_up_oldest(home, word, &self.view)
+            let (overflowed, early) = s.give_up_oldest(home, word, &self.view);
+            self.forced += u64::from(early);
+            overflowed
         });
         if overflowed {
             self.overflowed.set(position);
+        }
+        let evicted = self.view.is_full().then(|| self.view.oldest());
+        self.view = self.view.advanced();
+        // The moment of the insertion for readers. Ordering: Release publishes the entry
+        // and slot word written above: a reader whose view includes this insertion (its
+        // Acquire load read this count or a later one) finds the new id, and no longer
+        // counts the evicted one live.
+        s.now.store(self.view.now, Ordering::Release);
+        if let Some(evicted) = evicted
+            && self.overflowed.take(evicted)
+        {
+            // The evicted id sat in its second bucket; its first bucket's count goes down
+            // only now that no new view counts it. Ordering: Relaxed; the writer reads its
+            // own store.
+            s.forget_overflow(s.storage.ring()[evicted].load(Ordering::Relaxed));
         }
     }
 
@@ -332,12 +343,17 @@ impl<S: Storage> History<S> {
     /// Forgets every id. Keeps the capacity and the memory.
     pub fn clear(&mut self) {
         let s = &*self.shared;
+        self.start = self.view.now;
+        // Ordering: the new start is stored (Relaxed), then a Release fence orders it before
+        // every store after it: the index words zeroed below and every later insertion's. A
+        // reader whose Acquire load reads any of those also sees the new start, and
+        // `still_valid` rejects what it found under the old one: readers see the history
+        // before the clear or after it, never partly emptied.
+        s.start.store(self.start, Ordering::Relaxed);
+        fence(Ordering::Release);
         s.clear();
         self.overflowed.clear();
-        self.start = self.view.now;
         self.view = View::new(self.view.now, self.start, self.capacity());
-        // Ordering: Release publishes the emptied buckets with the new start.
-        s.start.store(self.start, Ordering::Release);
     }
 
     /// Ids present.
@@ -357,7 +373,7 @@ impl<S: Storage> History<S> {
 
     /// Whether the next new id will evict the oldest.
     pub fn is_full(&self) -> bool {
-        self.view.len == self.view.capacity
+        self.view.is_full()
     }
 
     /// New ids inserted since construction (including evicted and cleared ones). The id at
@@ -472,9 +488,7 @@ pub struct OldestFirst<'a> {
 
 impl<'a> OldestFirst<'a> {
     fn new(ring: &'a [AtomicU64], view: &View) -> Self {
-        let (capacity, len) = (view.capacity as usize, view.len as usize);
-        let next = (view.tail + capacity - len) % capacity;
-        OldestFirst { ring, next, remaining: len }
+        OldestFirst { ring, next: view.oldest(), remaining: view.len as usize }
     }
 }
 
@@ -520,3 +534,6 @@ impl<S: Storage> fmt::Debug for HistoryReader<S> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(all(test, kvreuse_loom))]
+mod loom_models;

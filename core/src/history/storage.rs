@@ -25,7 +25,7 @@ pub trait Storage: Sized {
     /// so that every bucket is one cache line; correctness does not depend on it.
     fn index(&self) -> &[AtomicU64];
 
-    /// The ring: exactly `layout.capacity()` ids.
+    /// The ring: exactly `layout.ring_len()` ids.
     fn ring(&self) -> &[AtomicU64];
 }
 
@@ -47,7 +47,7 @@ impl Storage for BoxStorage {
         let bytes = Self::bytes_for(layout);
         let fail = || HistoryError::AllocationFailed { bytes };
         let index: Box<[AtomicU64]> = zeroed(layout.pairs() + ALIGN_SLACK).ok_or_else(fail)?;
-        let ring: Box<[AtomicU64]> = zeroed(layout.capacity()).ok_or_else(fail)?;
+        let ring: Box<[AtomicU64]> = zeroed(layout.ring_len()).ok_or_else(fail)?;
         let per_line = BUCKET_WORDS / 2;
         let misalignment = (index.as_ptr() as usize / 8) % per_line;
         let base = (per_line - misalignment) % per_line;
@@ -55,7 +55,7 @@ impl Storage for BoxStorage {
     }
 
     fn bytes_for(layout: &Layout) -> usize {
-        (layout.pairs() + ALIGN_SLACK) * 8 + layout.capacity() * 8
+        (layout.pairs() + ALIGN_SLACK) * 8 + layout.ring_len() * 8
     }
 
     #[inline(always)]

@@ -113,13 +113,24 @@ impl OverflowFlags {
     }
 }
 
-/// One pass over a bucket for one id: the slots carrying its tag, and whether ids of its
-/// class have overflowed from it.
+/// One pass over a bucket for one id: the slot words read, those carrying its tag, and
+/// whether ids of its class have overflowed from it.
+///
+/// Lookups use the slot words this pass read, never a second read: the header read after
+/// them vouches for those words only (see [`Shared::scan`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scan {
-    bucket: usize,
+    words: [u64; PAIRS],
     tagged: u32,
     overflowed: bool,
+}
+
+impl Scan {
+    /// Slot word `i` as the scan read it.
+    #[inline(always)]
+    fn word(&self, i: usize) -> u32 {
+        (self.words[i / 2] >> (32 * (i % 2))) as u32
+    }
 }
 
 /// The overflow count of `class` in a header.
@@ -151,13 +162,12 @@ impl<S: Storage> Shared<S> {
         prefetch(&self.storage.index()[bucket * PAIRS]);
     }
 
-    /// Word `i` of `bucket`.
+    /// Word `i` of `bucket`, for the writer.
     #[inline(always)]
     fn word(&self, bucket: usize, i: usize) -> u32 {
-        // Ordering: Acquire pairs with the Release store of a slot word, so the ring entry it
-        // points to is visible. (The writer, reading its own stores, would need nothing; on
-        // x86-64 an Acquire load is a plain load, and one code path serves both.)
-        (self.pairs(bucket)[i / 2].load(Ordering::Acquire) >> (32 * (i % 2))) as u32
+        // Ordering: Relaxed; only the writer stores slot words. (Readers read slots only
+        // through `scan`.)
+        (self.pairs(bucket)[i / 2].load(Ordering::Relaxed) >> (32 * (i % 2))) as u32
     }
 
     /// Whether `id`'s first bucket's summary rules it out: the cheapest lookup of an absent id,
@@ -172,7 +182,8 @@ impl<S: Storage> Shared<S> {
 
     /// One pass over a bucket for an id with `home`. The header is read last: a resident
     /// moving out of its first bucket is counted in the header before it leaves, so a reader
-    /// that misses it in the slots sees the count.
+    /// that misses it in the slots it read sees the count. (Reading a slot again after the
+    /// header could miss the resident in both places.)
     #[inline(always)]
     pub(crate) fn scan(&self, bucket: usize, home: &Home) -> Scan {
         // After masking to the tag bits and shifting right by one, each 32-bit half is zero
@@ -185,16 +196,21 @@ impl<S: Storage> Shared<S> {
         let tags = u64::from(home.tag) | u64::from(home.tag) << 32;
         let high = u64::from(self.codec.tag(u32::MAX));
         let high = high | high << 32;
+        let mut words = [0u64; PAIRS];
         let mut zeros = [0u64; PAIRS];
         let mut any = 0;
         for i in 1..PAIRS {
-            // Ordering: Acquire, as in `word`.
-            let pair = p[i].load(Ordering::Acquire);
-            let diff = ((pair ^ tags) & high) >> 1;
+            // Ordering: Acquire pairs with the Release store of a slot word (`store`): a
+            // reader that reads a word reads the ring entry written before it, and, having
+            // read an emptied slot, the header count of a resident that moved out (below).
+            words[i] = p[i].load(Ordering::Acquire);
+            let diff = ((words[i] ^ tags) & high) >> 1;
             zeros[i] = diff.wrapping_sub(ONES) & TOPS;
             any |= zeros[i];
         }
-        // Ordering: Acquire pairs with the Release store of a header.
+        // Ordering: Acquire; a header zeroed by `clear` synchronizes with the fence there, so
+        // a reader that missed an id because of it sees the new start in `still_valid`.
+        // (Program order after the slot loads' Acquire already keeps this load after them.)
         let header = p[0].load(Ordering::Acquire);
         let mut tagged = 0;
         if any != 0 {
@@ -203,7 +219,7 @@ impl<S: Storage> Shared<S> {
             }
         }
         Scan {
-            bucket,
+            words,
             tagged: tagged & SLOTS,
             overflowed: bucket == home.first && count(header, home.class) != 0,
         }
@@ -215,7 +231,7 @@ impl<S: Storage> Shared<S> {
     fn candidate(&self, scan: &Scan, home: &Home, view: &View) -> Option<u32> {
         let mut tagged = scan.tagged;
         while tagged != 0 {
-            let word = self.word(scan.bucket, tagged.trailing_zeros() as usize);
+            let word = scan.word(tagged.trailing_zeros() as usize);
             tagged &= tagged - 1;
             if self.codec.tag(word) == home.tag && view.is_live(&self.codec, word) {
                 return Some(word);
@@ -242,7 +258,7 @@ impl<S: Storage> Shared<S> {
     fn search(&self, scan: &Scan, id: u64, home: &Home, view: &View) -> Option<u32> {
         let mut tagged = scan.tagged;
         while tagged != 0 {
-            let word = self.word(scan.bucket, tagged.trailing_zeros() as usize);
+            let word = scan.word(tagged.trailing_zeros() as usize);
             tagged &= tagged - 1;
             if self.codec.tag(word) == home.tag
                 && view.is_live(&self.codec, word)
@@ -653,8 +669,9 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Writes `word` over the oldest live resident of `home`'s two buckets (no slot could be
-    /// freed). Returns whether the new word went to the second bucket.
-    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> bool {
+    /// freed). Returns whether the new word went to the second bucket, and whether the
+    /// resident lost its slot early: it is not the id the insertion under way evicts anyway.
+    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
         let buckets: &[usize] =
             if self.may_overflow(home) { &[home.first, home.second] } else { &[home.first] };
         let mut best = (home.first, FIRST_SLOT, 0);
@@ -671,14 +688,23 @@ impl<S: Storage> Shared<S> {
             self.count_overflow(home, true);
         }
         self.fill(best.0, best.1, word, home, view, false);
-        overflowed
+        let due = view.is_full() && best.2 == view.len - 1;
+        (overflowed, !due)
     }
 
     /// Empties every bucket.
+    ///
+    /// Words already zero are only read, not written: clearing a history that never filled
+    /// leaves the pages it never touched untouched (not resident), and a clear costs readers
+    /// (and the loom models) only the words that held something.
     pub(crate) fn clear(&self) {
         for word in self.storage.index() {
-            // Ordering: Relaxed; the Release store of `start` publishes the clearing.
-            word.store(0, Ordering::Relaxed);
+            // Ordering: Relaxed load; the writer reads its own stores. Relaxed store; the
+            // Release fence before it in `History::clear` makes a reader that reads this zero
+            // (Acquire) see the new start.
+            if word.load(Ordering::Relaxed) != 0 {
+                word.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -697,9 +723,10 @@ impl<S: Storage> Shared<S> {
     pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
         let buckets = self.layout.buckets();
         let mut expected = alloc::vec![[0u64; CLASSES as usize]; buckets];
-        let cap = view.capacity as usize;
+        let ring = view.ring as usize;
         for age in 0..view.len as usize {
-            let position = (view.tail + cap - 1 - age) % cap;
+            let position = (view.tail + ring - 1 - age) % ring;
+            // Ordering: Relaxed; a check run by the writer, which reads its own stores.
             let id = self.storage.ring()[position].load(Ordering::Relaxed);
             let home = self.home(id);
             assert_eq!(self.header(home.first) & home.bits, home.bits, "summary bits of {id}");

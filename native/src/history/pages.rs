@@ -114,12 +114,12 @@ impl Storage for PageStorage {
     fn allocate(layout: &Layout) -> Result<Self, HistoryError> {
         Ok(PageStorage {
             index: Mapping::zeroed(layout.pairs())?,
-            ring: Mapping::zeroed(layout.capacity())?,
+            ring: Mapping::zeroed(layout.ring_len())?,
         })
     }
 
     fn bytes_for(layout: &Layout) -> usize {
-        map_len(layout.pairs() * 8) + map_len(layout.capacity() * 8)
+        map_len(layout.pairs() * 8) + map_len(layout.ring_len() * 8)
     }
 
     #[inline(always)]
@@ -144,6 +144,7 @@ mod tests {
             let m: Mapping<AtomicU64> = Mapping::zeroed(len).unwrap();
             let s = m.as_slice();
             assert_eq!(s.len(), len);
+            // Ordering: Relaxed; one thread.
             assert!(s.iter().all(|a| a.load(Ordering::Relaxed) == 0));
             s[len - 1].store(7, Ordering::Relaxed);
             assert_eq!(s[len - 1].load(Ordering::Relaxed), 7);

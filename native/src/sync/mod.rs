@@ -223,6 +223,8 @@ impl Sync {
 
     /// Whether the replica is still replaying the catch-up stream.
     pub fn is_warming(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store that ends the catch-up, so a caller
+        // that sees `false` also sees the history the catch-up filled.
         self.shared.warming.load(Ordering::Acquire)
     }
 
@@ -292,12 +294,15 @@ async fn connect(sync: &SyncConfig, shared: &Arc<Shared>) -> Result<Client> {
                 match event {
                     Event::Connected => {
                         shared.metrics.connected.set(1);
+                        // Ordering: AcqRel; the flag is the only data the events share,
+                        // and the swap makes "back" follow exactly one "lost".
                         if down.swap(false, Ordering::AcqRel) {
                             info!(replica = %shared.name, "replica sync: connection to NATS is back");
                         }
                     }
                     Event::Disconnected => {
                         shared.metrics.connected.set(0);
+                        // Ordering: AcqRel, as above: one warning per outage.
                         if !down.swap(true, Ordering::AcqRel) {
                             warn!(
                                 replica = %shared.name,
@@ -407,6 +412,7 @@ async fn receive(
             tokio::time::sleep(reconnect_delay(attempt)).await;
         }
     }
+    // Ordering: Release publishes the ids the catch-up inserted before it (see `is_warming`).
     shared.warming.store(false, Ordering::Release);
     shared.metrics.warming.set(0);
     while let Some(message) = subscriber.next().await {
