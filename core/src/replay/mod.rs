@@ -99,7 +99,7 @@ impl ReplayConfig {
         if wants_inf {
             histories.push((Policy::Inf, None));
         }
-        histories.sort();
+        histories.sort_unstable();
         histories.dedup();
         ReplayConfig { block_size, histories, measure_from: 0 }
     }
