@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::Captured;
 use kvreuse::core::message::{self, MessageError};
@@ -69,7 +69,7 @@ fn environment_values_fall_back_with_one_warning_naming_them() {
 // ---------------------------------------------------------------- command line
 
 fn kvreuse(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kvreuse"))
+    let mut child = common::target_command(env!("CARGO_BIN_EXE_kvreuse"))
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -1,7 +1,9 @@
 //! `kvreuse hash` end to end: the golden vectors through the binary, and bad input.
 
+mod common;
+
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ const DYNAMO: &str = include_str!("../../core/tests/data/dynamo_block_hashes.jso
 const VLLM_EVENT: &str = include_str!("../../core/tests/data/vllm_event_qwen3_bs16_seed42.json");
 
 fn kvreuse_hash(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kvreuse"))
+    let mut child = common::target_command(env!("CARGO_BIN_EXE_kvreuse"))
         .arg("hash")
         .args(args)
         .stdin(Stdio::piped())

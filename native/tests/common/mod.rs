@@ -1,8 +1,10 @@
-//! Helpers shared by the integration tests: reading metrics back from a registry, and
-//! capturing `tracing` output.
+//! Helpers shared by the integration tests: reading metrics back from a registry, capturing
+//! `tracing` output, and starting the project's binaries.
 #![allow(dead_code)] // each test file uses some of them
 
+use std::ffi::OsStr;
 use std::io::Write;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use prometheus::Registry;
@@ -54,5 +56,27 @@ impl Write for Captured {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// A command that runs `program`, a binary built for the same target as this test.
+///
+/// When the tests are cross-run under an emulator, cargo starts each test binary through the
+/// runner named in `CARGO_TARGET_<TRIPLE>_RUNNER` (`scripts/test-aarch64` sets it to
+/// `qemu-aarch64 -L ...`), and the test inherits that variable: a binary the test starts goes
+/// through the same runner. Natively the variable is unset and `program` runs directly.
+pub(crate) fn target_command(program: impl AsRef<OsStr>) -> Command {
+    let runner = match std::env::consts::ARCH {
+        "aarch64" => std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").ok(),
+        _ => None,
+    };
+    let mut words = runner.as_deref().unwrap_or("").split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut command = Command::new(emulator);
+            command.args(words).arg(program);
+            command
+        }
+        None => Command::new(program),
     }
 }
