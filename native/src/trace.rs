@@ -118,7 +118,6 @@ pub fn load_into(
                 continue;
             }
         }
-        // Whole lines: up to the last newline, or everything at the end of the input.
         // Whole lines: up to the last newline (there is one), or everything at the end.
         let end = if eof { buf.len() } else { memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1) };
         let mut text = &buf[..end];

@@ -323,7 +323,7 @@ impl Session {
         // The text is no longer needed.
         self.text = Vec::new();
         let total = self.requests.len();
-        self.config.measure_from = (self.warmup * total as f64).floor() as usize;
+        self.config.set_warmup(self.warmup, total);
         let mut engine = Replay::new(&self.config).map_err(SessionError::Replay)?;
         engine.reserve(self.requests.iter().map(|r| r.prompt_ids.len() + r.output_ids.len()).sum());
         self.engine = Some(engine);
@@ -397,10 +397,14 @@ impl Session {
     /// The summary fields of `kvreuse replay --json`, as they stand.
     pub fn summary(&self) -> Summary {
         let requests = self.requests.len();
-        let measure_from = if self.engine.is_some() { self.config.measure_from } else { requests };
         Summary {
             requests,
-            measured_requests: requests - measure_from.min(requests),
+            // None until parsing ends and the warm-up is placed.
+            measured_requests: if self.engine.is_some() {
+                self.config.counted(requests)
+            } else {
+                0
+            },
             block_size: self.config.block_size,
             warmup: self.warmup,
             skipped_lines: self.skipped,

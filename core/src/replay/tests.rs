@@ -44,6 +44,21 @@ fn toy_trace_tells_fifo_lru_and_prefix_rules_apart() {
 }
 
 #[test]
+fn a_warmup_fraction_ends_at_the_floor_of_its_share() {
+    let mut config = ReplayConfig::grid(512, &[Policy::Fifo], &[Some(10)]);
+    for (fraction, requests, measure_from) in
+        [(0.0, 7, 0), (0.5, 7, 3), (0.5, 3993, 1996), (0.999, 1000, 999), (0.25, 0, 0)]
+    {
+        config.set_warmup(fraction, requests);
+        assert_eq!(config.measure_from, measure_from, "{fraction} of {requests}");
+        assert_eq!(config.counted(requests), requests - measure_from);
+    }
+    // Fewer requests than the warm-up's start: none counted.
+    config.measure_from = 5;
+    assert_eq!(config.counted(3), 0);
+}
+
+#[test]
 fn warmup_requests_teach_but_do_not_count() {
     let config =
         ReplayConfig { block_size: 512, histories: vec![(Policy::Inf, None)], measure_from: 3 };

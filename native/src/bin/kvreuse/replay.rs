@@ -128,7 +128,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
 
     let mut config = ReplayConfig::grid(args.block_size, &args.policy, &capacities);
     let total = loaded.requests.len();
-    config.measure_from = (args.warmup * total as f64).floor() as usize;
+    config.set_warmup(args.warmup, total);
     let progress = if std::io::stderr().is_terminal() && total >= 100_000 {
         ProgressBar::new(total as u64).with_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} requests {eta}")
@@ -150,7 +150,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     if args.json {
         let report = Report {
             requests: total,
-            measured_requests: total - config.measure_from.min(total),
+            measured_requests: config.counted(total),
             block_size: args.block_size,
             warmup: args.warmup,
             skipped_lines: loaded.skipped,
@@ -159,7 +159,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         serde_json::to_writer(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        let measured = total - config.measure_from.min(total);
+        let measured = config.counted(total);
         writeln!(out, "{total} requests ({measured} counted), block size {}", args.block_size)?;
         write_table(&mut out, &rows)?;
     }
