@@ -1,7 +1,7 @@
 //! `blockHashes`: token ids in, block ids out, under the scheme a deployment uses.
 
 use js_sys::{Array, Object};
-use kvreuse_core::chain::{ChainSpec, Scheme};
+use kvreuse_core::chain::{ChainSpec, Scheme, SchemeOption};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, Options, range_error, type_error};
@@ -82,12 +82,13 @@ pub fn block_hashes(
     spec.hash_seed = options.string("hashSeed")?;
     spec.cache_salt = options.string("cacheSalt")?;
     let dynamo = scheme == Scheme::Dynamo;
-    let misplaced: &[(bool, &str)] = if dynamo {
-        &[(spec.hash_seed.is_some(), "hashSeed"), (spec.cache_salt.is_some(), "cacheSalt")]
-    } else {
-        &[(spec.cache_namespace.is_some(), "cacheNamespace"), (spec.eagle, "eagle")]
-    };
-    if let Some((_, key)) = misplaced.iter().find(|(given, _)| *given) {
+    if let Some(option) = spec.ignored_option() {
+        let key = match option {
+            SchemeOption::HashSeed => "hashSeed",
+            SchemeOption::CacheSalt => "cacheSalt",
+            SchemeOption::CacheNamespace => "cacheNamespace",
+            SchemeOption::Eagle => "eagle",
+        };
         let family = if dynamo { "the vLLM schemes" } else { "the dynamo scheme" };
         return Err(type_error(format_args!("options.{key} applies to {family} only")));
     }

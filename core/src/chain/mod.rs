@@ -168,10 +168,24 @@ impl fmt::Display for Scheme {
     }
 }
 
+/// An option of [`ChainSpec`] that only one family of schemes uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemeOption {
+    /// `cache_namespace` (Dynamo only).
+    CacheNamespace,
+    /// `eagle` (Dynamo only).
+    Eagle,
+    /// `hash_seed` (vLLM only).
+    HashSeed,
+    /// `cache_salt` (vLLM only).
+    CacheSalt,
+}
+
 /// Everything that selects a chain, for run-time choice of scheme.
 ///
 /// Fields that a scheme does not use are ignored by it: Dynamo ignores `hash_seed` and
-/// `cache_salt`; vLLM ignores `cache_namespace` and `eagle`.
+/// `cache_salt`; vLLM ignores `cache_namespace` and `eagle`. A front end that would rather
+/// reject such a setting asks [`ignored_option`](ChainSpec::ignored_option).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainSpec {
     /// Which recipe.
@@ -202,6 +216,23 @@ impl ChainSpec {
             hash_seed: None,
             cache_salt: None,
         }
+    }
+
+    /// The first option set here that the scheme ignores, in the order Dynamo's `hash_seed`,
+    /// `cache_salt`, vLLM's `cache_namespace`, `eagle`.
+    pub fn ignored_option(&self) -> Option<SchemeOption> {
+        let ignored = if self.scheme == Scheme::Dynamo {
+            [
+                (self.hash_seed.is_some(), SchemeOption::HashSeed),
+                (self.cache_salt.is_some(), SchemeOption::CacheSalt),
+            ]
+        } else {
+            [
+                (self.cache_namespace.is_some(), SchemeOption::CacheNamespace),
+                (self.eagle, SchemeOption::Eagle),
+            ]
+        };
+        ignored.iter().find(|(set, _)| *set).map(|&(_, option)| option)
     }
 
     /// Builds the incremental chain this spec describes, starting from an empty prefix.
@@ -266,6 +297,51 @@ impl BlockChain {
         match self {
             BlockChain::Dynamo(c) => c.blocks(),
             BlockChain::Vllm(c) => c.blocks(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each option is ignored by exactly the family that does not use it, and the first one
+    /// set is reported.
+    #[test]
+    fn ignored_options_are_those_of_the_other_family() {
+        for scheme in Scheme::ALL {
+            let dynamo = scheme == Scheme::Dynamo;
+            let spec = ChainSpec::new(scheme, 16);
+            assert_eq!(spec.ignored_option(), None, "{scheme}");
+            let with_lora = ChainSpec { lora_name: Some("adapter".into()), ..spec.clone() };
+            assert_eq!(with_lora.ignored_option(), None, "LoRA applies to {scheme}");
+            let cases = [
+                (ChainSpec { hash_seed: Some("0".into()), ..spec.clone() }, SchemeOption::HashSeed),
+                (
+                    ChainSpec { cache_salt: Some("s".into()), ..spec.clone() },
+                    SchemeOption::CacheSalt,
+                ),
+                (
+                    ChainSpec { cache_namespace: Some("ns".into()), ..spec.clone() },
+                    SchemeOption::CacheNamespace,
+                ),
+                (ChainSpec { eagle: true, ..spec.clone() }, SchemeOption::Eagle),
+            ];
+            for (set, option) in cases {
+                let dynamo_only =
+                    matches!(option, SchemeOption::CacheNamespace | SchemeOption::Eagle);
+                let expected = (dynamo != dynamo_only).then_some(option);
+                assert_eq!(set.ignored_option(), expected, "{scheme} with {option:?}");
+            }
+            let both = ChainSpec {
+                hash_seed: Some("0".into()),
+                cache_salt: Some("s".into()),
+                cache_namespace: Some("ns".into()),
+                eagle: true,
+                ..spec
+            };
+            let first = if dynamo { SchemeOption::HashSeed } else { SchemeOption::CacheNamespace };
+            assert_eq!(both.ignored_option(), Some(first), "{scheme}");
         }
     }
 }

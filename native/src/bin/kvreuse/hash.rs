@@ -4,7 +4,7 @@ use std::io::{self, Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kvreuse::core::chain::{ChainSpec, DynamoHasher, Scheme};
+use kvreuse::core::chain::{ChainSpec, DynamoHasher, Scheme, SchemeOption};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -100,22 +100,19 @@ fn token_ids(items: &[Value]) -> Result<Vec<u32>> {
 pub(crate) fn run(args: &HashArgs) -> Result<()> {
     let mut spec = ChainSpec::new(args.scheme, args.block_size);
     let dynamo = args.scheme == Scheme::Dynamo;
-    if dynamo {
-        for (given, flag) in
-            [(args.hash_seed.is_some(), "--hash-seed"), (args.cache_salt.is_some(), "--cache-salt")]
-        {
-            if given {
-                bail!("{flag} applies to the vLLM schemes only");
-            }
-        }
-    } else if args.cache_namespace.is_some() || args.eagle {
-        bail!("--cache-namespace and --eagle apply to the dynamo scheme only");
-    }
     spec.lora_name.clone_from(&args.lora_name);
     spec.cache_namespace.clone_from(&args.cache_namespace);
     spec.eagle = args.eagle;
     spec.hash_seed.clone_from(&args.hash_seed);
     spec.cache_salt.clone_from(&args.cache_salt);
+    match spec.ignored_option() {
+        None => {}
+        Some(SchemeOption::HashSeed) => bail!("--hash-seed applies to the vLLM schemes only"),
+        Some(SchemeOption::CacheSalt) => bail!("--cache-salt applies to the vLLM schemes only"),
+        Some(SchemeOption::CacheNamespace | SchemeOption::Eagle) => {
+            bail!("--cache-namespace and --eagle apply to the dynamo scheme only")
+        }
+    }
     // Validate the settings before reading what may be a large input.
     spec.build()?;
 
