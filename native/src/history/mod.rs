@@ -8,16 +8,18 @@
 
 #[cfg(target_os = "linux")]
 mod pages;
+mod reach;
 mod snapshot;
 
 pub use snapshot::Loaded;
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kvreuse_core::history::{History, HistoryError, HistoryReader, Inserted, Storage};
+use kvreuse_core::history::{History, HistoryError, HistoryReader, Inserted, Layout, Storage};
+
+use reach::Reach;
 
 #[cfg(target_os = "linux")]
 pub use pages::PageStorage;
@@ -43,21 +45,23 @@ pub struct SharedHistory<S: Storage = DefaultStorage> {
 #[derive(Debug)]
 struct Writer<S: Storage> {
     history: History<S>,
-    /// (insertion count after an insert, when it happened), oldest first, for the inserts
-    /// that still have ids present: how far back the history reaches.
-    spans: VecDeque<(u64, Instant)>,
+    reach: Reach,
 }
 
 impl<S: Storage> Writer<S> {
-    fn note_insert(&mut self) {
-        let now = self.history.total_inserted();
-        if self.spans.back().is_none_or(|&(end, _)| end < now) {
-            self.spans.push_back((now, Instant::now()));
+    /// Inserts `ids`, noting when for the reach.
+    fn insert_all(&mut self, ids: &[u64]) -> Inserted {
+        let before = self.history.total_inserted();
+        let inserted = self.history.insert_all(ids);
+        if inserted.new > 0 {
+            self.reach.note(before, self.history.total_inserted(), self.history.len());
         }
-        let oldest = now - self.history.len() as u64;
-        while self.spans.front().is_some_and(|&(end, _)| end <= oldest) {
-            self.spans.pop_front();
-        }
+        inserted
+    }
+
+    fn clear(&mut self) {
+        self.history.clear();
+        self.reach.clear();
     }
 }
 
@@ -87,13 +91,17 @@ impl<S: Storage> SharedHistory<S> {
 
     /// [`with_byte_budget`](SharedHistory::with_byte_budget) with storage of type `S`.
     pub fn with_byte_budget_in(bytes: usize) -> Result<Self, HistoryError> {
-        Ok(Self::from_history(History::with_byte_budget_in(bytes, random_seed())?))
+        let layout = Layout::largest_within(bytes, |layout| {
+            History::<S>::bytes_for(layout) + Reach::bytes()
+        })?;
+        Self::with_capacity_in(layout.capacity())
     }
 
     /// Shares an existing history.
     pub fn from_history(history: History<S>) -> Self {
         let reader = history.reader();
-        SharedHistory { writer: Mutex::new(Writer { history, spans: VecDeque::new() }), reader }
+        let reach = Reach::new(history.capacity());
+        SharedHistory { writer: Mutex::new(Writer { history, reach }), reader }
     }
 
     /// The writer. Holding it blocks other writers, never readers.
@@ -108,18 +116,14 @@ impl<S: Storage> SharedHistory<S> {
         if ids.is_empty() {
             return Inserted::default();
         }
-        let mut writer = self.lock();
-        let inserted = writer.history.insert_all(ids);
-        if inserted.new > 0 {
-            writer.note_insert();
-        }
-        inserted
+        self.lock().insert_all(ids)
     }
 
-    /// How long ago the oldest id present was inserted: how far back the history reaches.
+    /// How long ago the oldest id present was inserted: how far back the history reaches. It
+    /// may overstate the age by the time the history took for 1/64 of its capacity of
+    /// insertions (see `reach.rs`).
     pub fn oldest_age(&self) -> Option<Duration> {
-        let writer = self.lock();
-        writer.spans.front().map(|&(_, at)| at.elapsed())
+        self.lock().reach.oldest_age()
     }
 
     /// The number of leading `ids` that are all present. Lock-free.
@@ -160,14 +164,13 @@ impl<S: Storage> SharedHistory<S> {
 
     /// Forgets every id.
     pub fn clear(&self) {
-        let mut writer = self.lock();
-        writer.history.clear();
-        writer.spans.clear();
+        self.lock().clear();
     }
 
-    /// The heap bytes the history holds, exactly.
+    /// The heap bytes the history holds, exactly: the core history's and the reach tracking's,
+    /// all allocated at construction.
     pub fn heap_bytes(&self) -> usize {
-        self.reader.heap_bytes()
+        self.reader.heap_bytes() + Reach::bytes()
     }
 
     /// The ids present, oldest first, as one consistent snapshot (taken under the writer

@@ -83,10 +83,8 @@ impl<S: Storage> SharedHistory<S> {
         let keep = decoded.ids.len().min(self.capacity());
         let newest = &decoded.ids[decoded.ids.len() - keep..];
         let mut writer = self.lock();
-        writer.history.clear();
-        writer.spans.clear();
-        writer.history.insert_all(newest);
-        writer.note_insert();
+        writer.clear();
+        writer.insert_all(newest);
         Ok(Loaded { loaded: writer.history.len(), dropped: decoded.ids.len() - keep })
     }
 }
