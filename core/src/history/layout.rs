@@ -221,8 +221,7 @@ pub(crate) struct Codec {
 
 impl Codec {
     pub(crate) fn new(layout: &Layout) -> Self {
-        // Enough bits for the last ring position, `ring_len() - 1 = capacity`.
-        let pos_bits = usize::BITS - layout.capacity.leading_zeros();
+        let pos_bits = position_bits(layout.capacity);
         Codec {
             buckets: layout.buckets as u64,
             pos_bits,
@@ -235,7 +234,7 @@ impl Codec {
     pub(crate) fn home(&self, h: u64) -> Home {
         // Multiply-shift range reduction of each 32-bit half picks the two buckets; the tag
         // comes from the top bits of a third product.
-        let first = (((h & 0xffff_ffff) * self.buckets) >> 32) as usize;
+        let first = self.first(h);
         let mut second = (((h >> 32) * self.buckets) >> 32) as usize;
         if second == first && self.buckets > 1 {
             second = if first + 1 == self.buckets as usize { 0 } else { first + 1 };
@@ -252,15 +251,20 @@ impl Codec {
         tag | u32::from(tag == 0) << 31
     }
 
+    /// The first bucket of a mixed id.
+    #[inline(always)]
+    pub(crate) fn first(&self, h: u64) -> usize {
+        (((h & 0xffff_ffff) * self.buckets) >> 32) as usize
+    }
+
     /// Just the first bucket and the summary bits of a mixed id: all a lookup of an absent id
     /// usually needs.
     #[inline(always)]
     pub(crate) fn first_and_bits(&self, h: u64) -> (usize, u64) {
-        let first = (((h & 0xffff_ffff) * self.buckets) >> 32) as usize;
-        (first, self.summary_bits(self.tag_of(h)))
+        (self.first(h), self.summary_bits(self.tag_of(h)))
     }
 
-    /// The summary bits of a tag (of an id, or the tag bits of a slot word).
+    /// The summary bits of a tag (of an id), or of the tag of a slot word (given whole).
     #[inline(always)]
     pub(crate) fn summary_bits(&self, tag: u32) -> u64 {
         SUMMARY_MASKS[((tag >> self.tag_shift) & 127) as usize]
@@ -284,7 +288,7 @@ impl Codec {
         (word & self.pos_mask) as usize
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     fn epoch(&self, word: u32) -> u32 {
         (word >> self.pos_bits) & (EPOCHS - 1)
     }
@@ -296,8 +300,24 @@ impl Codec {
     }
 }
 
+/// Bits of a slot word's ring position: enough for the last position, `ring_len() - 1 =
+/// capacity`.
+fn position_bits(capacity: usize) -> u32 {
+    usize::BITS - capacity.leading_zeros()
+}
+
 /// What a reader (or the writer) knows of the ring at one moment: enough to tell live slot
 /// words from dead ones.
+///
+/// # Liveness in one comparison
+///
+/// The low bits of a slot word, `epoch | position`, are its insertion's **key**. Keys of
+/// consecutive insertions are consecutive numbers, except that after the last ring position
+/// the key jumps to position 0 of the next epoch, skipping the positions from `ring` to
+/// `2^position_bits - 1`, which no word ever holds. So the keys of the live insertions, the
+/// last `len`, together with the skipped keys between them, form one interval modulo the key
+/// space (four epochs): a word is live exactly when its key lies in that interval, which
+/// takes a subtraction and a comparison (see [`View::is_live`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
     /// Insertions so far.
@@ -312,18 +332,46 @@ pub(crate) struct View {
     pub(crate) capacity: u32,
     /// Ring entries, `capacity + 1`: the entry at the tail is never live.
     pub(crate) ring: u32,
+    /// Bits of a slot word's position.
+    pos_bits: u32,
+    /// Bits of a key: `pos_bits + 2`, as a mask.
+    key_mask: u32,
+    /// The key of the oldest live insertion (of the next one when there is none).
+    first_key: u32,
+    /// Keys from `first_key` to the newest live insertion's, both included; 0 when empty.
+    keys: u32,
 }
 
 impl View {
     pub(crate) fn new(now: u64, start: u64, capacity: usize) -> Self {
         let ring = capacity as u64 + 1;
+        let len = (now - start).min(capacity as u64);
+        let pos_bits = position_bits(capacity);
+        let key = |n: u64| ((n / ring) as u32 % EPOCHS) << pos_bits | (n % ring) as u32;
+        let key_mask = (EPOCHS << pos_bits) - 1;
+        let first_key = key(now - len);
         View {
             now,
-            len: (now - start).min(capacity as u64) as u32,
+            len: len as u32,
             tail: (now % ring) as usize,
             epoch: (now / ring) as u32,
             capacity: capacity as u32,
             ring: ring as u32,
+            pos_bits,
+            key_mask,
+            first_key,
+            keys: if len == 0 { 0 } else { (key(now - 1).wrapping_sub(first_key) & key_mask) + 1 },
+        }
+    }
+
+    /// The key following `key`: the next position, or position 0 of the next epoch.
+    #[inline(always)]
+    fn next_key(&self, key: u32) -> u32 {
+        let position_mask = (1 << self.pos_bits) - 1;
+        if (key & position_mask) + 1 == self.ring {
+            (key | position_mask).wrapping_add(1) & self.key_mask
+        } else {
+            key + 1
         }
     }
 
@@ -331,6 +379,11 @@ impl View {
     #[inline(always)]
     pub(crate) fn advanced(&self) -> View {
         let wraps = self.tail + 1 == self.ring as usize;
+        let full = self.is_full();
+        // The new insertion's key: the tail in the current epoch.
+        let newest = (self.epoch % EPOCHS) << self.pos_bits | self.tail as u32;
+        let first_key = if full { self.next_key(self.first_key) } else { self.first_key };
+        let first_key = if self.len == 0 { newest } else { first_key };
         View {
             now: self.now + 1,
             len: (self.len + 1).min(self.capacity),
@@ -338,6 +391,10 @@ impl View {
             epoch: self.epoch.wrapping_add(u32::from(wraps)),
             capacity: self.capacity,
             ring: self.ring,
+            pos_bits: self.pos_bits,
+            key_mask: self.key_mask,
+            first_key,
+            keys: (newest.wrapping_sub(first_key) & self.key_mask) + 1,
         }
     }
 
@@ -350,8 +407,10 @@ impl View {
     /// The ring position of the oldest live entry (of the tail when there is none).
     #[inline(always)]
     pub(crate) fn oldest(&self) -> usize {
-        let (tail, ring) = (self.tail as u32, self.ring);
-        (tail + ring - self.len) as usize % ring as usize
+        // `tail - len`, modulo the ring; no division, this is on every insertion's path.
+        let (tail, len) = (self.tail as u32, self.len);
+        let wrapped = u32::from(tail < len);
+        tail.wrapping_sub(len).wrapping_add(wrapped * self.ring) as usize
     }
 
     /// How many insertions ago the current occupant of the word's ring position was written
@@ -376,18 +435,12 @@ impl View {
         if position + 1 == self.ring as usize { 0 } else { position + 1 }
     }
 
-    /// Whether `word` names the entry that currently occupies its ring position.
+    /// Whether `word` names the entry that currently occupies its ring position: its key lies
+    /// in the live interval (see the [type docs](View)). The word 0, an empty slot, is never
+    /// live.
     #[inline(always)]
-    pub(crate) fn is_live(&self, codec: &Codec, word: u32) -> bool {
-        let position = codec.position(word) as u32;
-        let wrapped = u32::from(position >= self.tail as u32);
-        // The occupant of a position at or past the tail was written in the previous epoch.
-        let epoch = self.epoch.wrapping_sub(wrapped) & (EPOCHS - 1);
-        let age = (self.tail as u32)
-            .wrapping_sub(1)
-            .wrapping_sub(position)
-            .wrapping_add(wrapped * self.ring);
-        (word != 0) & (codec.epoch(word) == epoch) & (age < self.len)
+    pub(crate) fn is_live(&self, word: u32) -> bool {
+        (word != 0) & ((word.wrapping_sub(self.first_key) & self.key_mask) < self.keys)
     }
 }
 
@@ -465,29 +518,39 @@ mod tests {
 
     /// Within four epochs of its insertion a word is live exactly while the insertion is among
     /// the last `capacity`; after that it may alias, which lookups catch by reading the ring.
+    /// Capacities whose ring length is not a power of two leave keys no word holds (the
+    /// positions past the ring's end), which the live interval spans.
     #[test]
     fn a_word_is_live_exactly_while_its_insertion_is_among_the_last_capacity() {
-        // A capacity of 5 has a ring of 6 entries.
-        let codec = Codec::new(&Layout::for_capacity(5).unwrap());
-        for start in [0u64, 3] {
-            for inserted in start..60 {
-                let word = codec.word(1 << 31, (inserted / 6) as u32, (inserted % 6) as usize);
-                let mut view = View::new(inserted + 1, start, 5);
-                for now in inserted + 1..=inserted + 20 {
-                    assert_eq!(view.now, now);
-                    let fresh = View::new(now, start, 5);
-                    assert_eq!(
-                        (view.len, view.tail, view.epoch),
-                        (fresh.len, fresh.tail, fresh.epoch)
-                    );
-                    let live = now - inserted <= 5;
-                    assert_eq!(view.is_live(&codec, word), live, "{start} {inserted} {now}");
-                    if live {
-                        assert_eq!(u64::from(view.age(&codec, word)), now - 1 - inserted);
+        for capacity in [1usize, 2, 3, 5, 7, 8, 12] {
+            let codec = Codec::new(&Layout::for_capacity(capacity).unwrap());
+            let ring = capacity as u64 + 1;
+            let window = 4 * ring - 1;
+            for start in [0u64, 3] {
+                for inserted in start..start + 10 * ring {
+                    let word =
+                        codec.word(1 << 31, (inserted / ring) as u32, (inserted % ring) as usize);
+                    let mut view = View::new(inserted + 1, start, capacity);
+                    for now in inserted + 1..=inserted + window {
+                        assert_eq!(view.now, now);
+                        let fresh = View::new(now, start, capacity);
+                        assert_eq!(
+                            (view.len, view.tail, view.epoch, view.first_key, view.keys),
+                            (fresh.len, fresh.tail, fresh.epoch, fresh.first_key, fresh.keys),
+                            "{capacity} {start} {now}"
+                        );
+                        assert_eq!(view.oldest() as u64, (now - u64::from(view.len)) % ring);
+                        let live = now - inserted <= capacity as u64;
+                        assert_eq!(view.is_live(word), live, "{capacity} {start} {inserted} {now}");
+                        if live {
+                            assert_eq!(u64::from(view.age(&codec, word)), now - 1 - inserted);
+                        }
+                        view = view.advanced();
                     }
-                    view = view.advanced();
                 }
             }
+            assert!(!View::new(0, 0, capacity).is_live(0));
+            assert!(!View::new(5, 0, capacity).is_live(0));
         }
     }
 }

@@ -227,14 +227,15 @@ impl<S: Storage> History<S> {
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
-        // Start the first batch's buckets loading, then look at the first id alone: if it is
-        // a duplicate, the ids after it are usually found by walking the ring, and batching
-        // them through the index would be wasted work.
-        for &id in ids.iter().take(BATCH) {
-            s.prefetch_first_bucket(id);
-        }
+        // The first batch's ids mixed, their first buckets loading; then the first id alone:
+        // if it is a duplicate, the ids after it are usually found by walking the ring, and
+        // batching them through the index would be wasted work. `mixed[i]` is the mix of
+        // `ids[ahead.start + i]`.
+        let mut mixed = [0u64; BATCH];
+        let mut ahead = 0..ids.len().min(BATCH);
+        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
         if let Some(&id) = ids.first() {
-            let home = s.home(id);
+            let home = s.codec.home(mixed[0]);
             if let Some(word) =
                 s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
             {
@@ -250,10 +251,23 @@ impl<S: Storage> History<S> {
                 k += 1;
                 continue;
             }
-            let batch = &ids[k..ids.len().min(k + BATCH)];
             homes.clear();
-            homes.extend(batch.iter().map(|&id| s.home(id)));
-            s.prefetch_for_insert(&homes, &self.view);
+            let end = if ahead.contains(&k) {
+                let start = k - ahead.start;
+                let mixed = &mixed[start..ahead.len()];
+                homes.extend(mixed.iter().map(|&h| s.codec.home(h)));
+                ahead.end
+            } else {
+                let end = ids.len().min(k + BATCH);
+                s.homes(&ids[k..end], &mut homes);
+                end
+            };
+            // The next batch's first buckets start loading while this one is worked through.
+            ahead = end..ids.len().min(end + BATCH);
+            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            let batch = &ids[k..end];
+            let batch_homes = &homes[..];
+            s.prefetch_for_insert(batch_homes, &self.view);
             if self.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
@@ -267,7 +281,7 @@ impl<S: Storage> History<S> {
                     next = self.view.next_position(next);
                 }
             }
-            for (&id, home) in batch.iter().zip(homes.iter()) {
+            for (&id, home) in batch.iter().zip(batch_homes) {
                 let walked = position.and_then(|p| s.walk(p, id, &self.view));
                 // Most new ids are ruled out by their first bucket's summary alone.
                 let found = || {
@@ -282,7 +296,8 @@ impl<S: Storage> History<S> {
                 }
                 out.evicted += usize::from(self.is_full());
                 out.new += 1;
-                position = Some(self.view.tail);
+                // The ring entry after a new id is the tail, never live: no walk from here.
+                position = None;
                 self.push(s, id, home);
             }
             k += batch.len();

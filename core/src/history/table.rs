@@ -233,7 +233,7 @@ impl<S: Storage> Shared<S> {
         while tagged != 0 {
             let word = scan.word(tagged.trailing_zeros() as usize);
             tagged &= tagged - 1;
-            if self.codec.tag(word) == home.tag && view.is_live(&self.codec, word) {
+            if self.codec.tag(word) == home.tag && view.is_live(word) {
                 return Some(word);
             }
         }
@@ -260,10 +260,7 @@ impl<S: Storage> Shared<S> {
         while tagged != 0 {
             let word = scan.word(tagged.trailing_zeros() as usize);
             tagged &= tagged - 1;
-            if self.codec.tag(word) == home.tag
-                && view.is_live(&self.codec, word)
-                && self.holds(word, id)
-            {
+            if self.codec.tag(word) == home.tag && view.is_live(word) && self.holds(word, id) {
                 return Some(word);
             }
         }
@@ -409,13 +406,10 @@ impl<S: Storage> Shared<S> {
         (end, last)
     }
 
-    /// Prefetches, for a batch about to be inserted, what its ids will read: first buckets,
-    /// then the ring entries of likely duplicates and the second buckets of ids that will
-    /// look or go there.
+    /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
+    /// [`homes`](Self::homes)), what its ids will read next: the ring entries of likely
+    /// duplicates and the second buckets of ids that will look or go there.
     pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
-        for home in homes {
-            self.prefetch_bucket(home.first);
-        }
         for home in homes {
             if self.summary_admits(home) {
                 let scan = self.scan(home.first, home);
@@ -441,11 +435,24 @@ impl<S: Storage> Shared<S> {
         self.header(home.first) & home.bits == home.bits
     }
 
-    /// Prefetches an id's first bucket.
+    /// The homes of `ids`, into `homes`, their first buckets prefetched.
     #[inline(always)]
-    pub(crate) fn prefetch_first_bucket(&self, id: u64) {
-        let (first, _) = self.codec.first_and_bits(self.mixer.mix(id));
-        self.prefetch_bucket(first);
+    pub(crate) fn homes(&self, ids: &[u64], homes: &mut Vec<Home>) {
+        homes.extend(ids.iter().map(|&id| {
+            let home = self.home(id);
+            self.prefetch_bucket(home.first);
+            home
+        }));
+    }
+
+    /// The mixed `ids`, into `mixed`, their first buckets prefetched: all that an id's home
+    /// needs, without the rest of it.
+    #[inline(always)]
+    pub(crate) fn mix_and_prefetch(&self, ids: &[u64], mixed: &mut [u64]) {
+        for (h, &id) in mixed.iter_mut().zip(ids) {
+            *h = self.mixer.mix(id);
+            self.prefetch_bucket(self.codec.first(*h));
+        }
     }
 
     /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
@@ -514,12 +521,13 @@ impl<S: Storage> Shared<S> {
     #[inline(always)]
     fn next_free(&self, bucket: usize, view: &View) -> Option<usize> {
         let slot = next_slot(self.header(bucket));
-        (!view.is_live(&self.codec, self.word(bucket, slot))).then_some(slot)
+        (!view.is_live(self.word(bucket, slot))).then_some(slot)
     }
 
     /// Puts `word` of an id with `home` into slot `slot` of `bucket`: the header first (its
     /// summary bit, and with `advance` the next slot), then the word, so that a reader that
     /// finds the word also finds the bit.
+    #[inline(always)]
     fn fill(&self, bucket: usize, slot: usize, word: u32, home: &Home, view: &View, advance: bool) {
         let mut header = self.header(bucket) | home.bits;
         if advance {
@@ -537,19 +545,23 @@ impl<S: Storage> Shared<S> {
 
     /// The summary of a bucket: the bits of its live slots (but `skip`, about to be
     /// overwritten) and, for every class with overflowed ids, all of that class's bits.
+    #[inline(never)]
     fn summary(&self, bucket: usize, skip: usize, header: u64, view: &View) -> u64 {
         let p = self.pairs(bucket);
-        let mut summary = 0;
+        let mut words = [0u32; BUCKET_WORDS];
         for (i, pair) in p.iter().enumerate().skip(1) {
             // Ordering: Relaxed; the writer reads its own stores.
             let pair = pair.load(Ordering::Relaxed);
-            for half in 0..2 {
-                let word = (pair >> (32 * half)) as u32;
-                let keep = (2 * i + half != skip) & view.is_live(&self.codec, word);
-                // Branch-free: about half the slots are live, unpredictably.
-                summary |= self.codec.summary_bits(self.codec.tag(word))
-                    & 0u64.wrapping_sub(u64::from(keep));
-            }
+            words[2 * i] = pair as u32;
+            words[2 * i + 1] = (pair >> 32) as u32;
+        }
+        // The slot about to be overwritten counts as empty.
+        words[skip] = 0;
+        let mut summary = 0;
+        for &word in &words[FIRST_SLOT..] {
+            // Branch-free: about half the slots are live, unpredictably.
+            summary |=
+                self.codec.summary_bits(word) & 0u64.wrapping_sub(u64::from(view.is_live(word)));
         }
         for class in 0..CLASSES {
             if count(header, class) != 0 {
@@ -562,7 +574,7 @@ impl<S: Storage> Shared<S> {
     /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
     fn live(&self, bucket: usize, view: &View) -> u32 {
         (FIRST_SLOT..BUCKET_WORDS)
-            .filter(|&i| view.is_live(&self.codec, self.word(bucket, i)))
+            .filter(|&i| view.is_live(self.word(bucket, i)))
             .fold(0, |mask, i| mask | 1 << i)
     }
 
@@ -579,6 +591,7 @@ impl<S: Storage> Shared<S> {
     /// Preference order: the first bucket's next slot, the second bucket's next slot, any free
     /// slot of either, then a slot freed by moving residents (rare: it reads their ring
     /// entries).
+    #[inline(always)]
     pub(crate) fn place(
         &self,
         home: &Home,
@@ -590,6 +603,19 @@ impl<S: Storage> Shared<S> {
             self.fill(home.first, slot, word, home, view, true);
             return Some(false);
         }
+        self.place_elsewhere(home, word, view, flags)
+    }
+
+    /// [`place`](Self::place) when the first bucket's next slot is taken (a few percent of
+    /// new ids).
+    #[inline(never)]
+    fn place_elsewhere(
+        &self,
+        home: &Home,
+        word: u32,
+        view: &View,
+        flags: &mut OverflowFlags,
+    ) -> Option<bool> {
         let may_overflow = self.may_overflow(home);
         if let Some(slot) = self.next_free(home.second, view).filter(|_| may_overflow) {
             // Counted (and the summary bit set) in the first bucket before the word appears in
