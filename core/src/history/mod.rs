@@ -221,9 +221,9 @@ impl<S: Storage> History<S> {
     /// Inserts `ids` in order (see the [module docs](self) for the exact rules).
     pub fn insert_all(&mut self, ids: &[u64]) -> Inserted {
         let mut out = Inserted::default();
-        let shared = Arc::clone(&self.shared);
-        let s = &*shared;
-        let mut homes = core::mem::take(&mut self.homes);
+        // The shared part is borrowed alongside the writer's own fields, which `push` changes.
+        let s = &*self.shared;
+        let homes = &mut self.homes;
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
@@ -259,7 +259,7 @@ impl<S: Storage> History<S> {
                 ahead.end
             } else {
                 let end = ids.len().min(k + BATCH);
-                s.homes(&ids[k..end], &mut homes);
+                s.homes(&ids[k..end], homes);
                 end
             };
             // The next batch's first buckets start loading while this one is worked through.
@@ -268,7 +268,7 @@ impl<S: Storage> History<S> {
             let batch = &ids[k..end];
             let batch_homes = &homes[..];
             s.prefetch_for_insert(batch_homes, &self.view);
-            if self.is_full() {
+            if self.view.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
                 let ring = s.storage.ring();
@@ -294,23 +294,29 @@ impl<S: Storage> History<S> {
                     position = Some(found);
                     continue;
                 }
-                out.evicted += usize::from(self.is_full());
+                out.evicted += usize::from(self.view.is_full());
                 out.new += 1;
                 // The ring entry after a new id is the tail, never live: no walk from here.
                 position = None;
-                self.push(s, id, home);
+                Self::push(s, &mut self.view, &mut self.overflowed, &mut self.forced, id, home);
             }
             k += batch.len();
         }
-        self.homes = homes;
         out
     }
 
     /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
     /// insertion, which makes the id live and, when full, evicts the oldest.
-    fn push(&mut self, s: &Shared<S>, id: u64, home: &Home) {
-        let position = self.view.tail;
-        let word = s.codec.word(home.tag, self.view.epoch, position);
+    fn push(
+        s: &Shared<S>,
+        view: &mut View,
+        flags: &mut OverflowFlags,
+        forced: &mut u64,
+        id: u64,
+        home: &Home,
+    ) {
+        let position = view.tail;
+        let word = s.codec.word(home.tag, view.epoch, position);
         // The tail entry is live in no reader's view: it holds the id evicted one insertion
         // ago, or an older one. Ordering: Release; a reader whose view is older than that
         // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
@@ -318,24 +324,24 @@ impl<S: Storage> History<S> {
         s.storage.ring()[position].store(id, Ordering::Release);
         // Indexed under the current view, in which the id this insertion evicts is still
         // live, so that its slot is not reused while readers may still look it up.
-        let placed = s.place(home, word, &self.view, &mut self.overflowed);
+        let placed = s.place(home, word, view, flags);
         let overflowed = placed.unwrap_or_else(|| {
-            let (overflowed, early) = s.give_up_oldest(home, word, &self.view);
-            self.forced += u64::from(early);
+            let (overflowed, early) = s.give_up_oldest(home, word, view);
+            *forced += u64::from(early);
             overflowed
         });
         if overflowed {
-            self.overflowed.set(position);
+            flags.set(position);
         }
-        let evicted = self.view.is_full().then(|| self.view.oldest());
-        self.view = self.view.advanced();
+        let evicted = view.is_full().then(|| view.oldest());
+        *view = view.advanced();
         // The moment of the insertion for readers. Ordering: Release publishes the entry
         // and slot word written above: a reader whose view includes this insertion (its
         // Acquire load read this count or a later one) finds the new id, and no longer
         // counts the evicted one live.
-        s.now.store(self.view.now, Ordering::Release);
+        s.now.store(view.now, Ordering::Release);
         if let Some(evicted) = evicted
-            && self.overflowed.take(evicted)
+            && flags.take(evicted)
         {
             // The evicted id sat in its second bucket; its first bucket's count goes down
             // only now that no new view counts it. Ordering: Relaxed; the writer reads its
