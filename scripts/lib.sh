@@ -2,6 +2,10 @@
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Where cargo puts what it builds: the scripts read binaries from here and keep their own
+# outputs here too, so a caller's CARGO_TARGET_DIR is honoured.
+target_dir=${CARGO_TARGET_DIR:-target}
+
 # apt_install PACKAGE... : installs the Debian packages that are missing (one apt-get update).
 apt_updated=
 apt_install() {
