@@ -17,7 +17,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use kvreuse_core::history::{History, HistoryError, HistoryReader, Inserted, Layout, Storage};
+use kvreuse_core::history::{History, HistoryError, HistoryReader, Inserted, Storage};
 
 use reach::Reach;
 
@@ -91,10 +91,7 @@ impl<S: Storage> SharedHistory<S> {
 
     /// [`with_byte_budget`](SharedHistory::with_byte_budget) with storage of type `S`.
     pub fn with_byte_budget_in(bytes: usize) -> Result<Self, HistoryError> {
-        let layout = Layout::largest_within(bytes, |layout| {
-            History::<S>::bytes_for(layout) + Reach::bytes()
-        })?;
-        Self::with_capacity_in(layout.capacity())
+        Ok(Self::from_history(History::with_byte_budget_in(bytes, random_seed())?))
     }
 
     /// Shares an existing history.
@@ -167,10 +164,9 @@ impl<S: Storage> SharedHistory<S> {
         self.lock().clear();
     }
 
-    /// The heap bytes the history holds, exactly: the core history's and the reach tracking's,
-    /// all allocated at construction.
+    /// The heap bytes the history holds, exactly (the reach tracking takes none).
     pub fn heap_bytes(&self) -> usize {
-        self.reader.heap_bytes() + Reach::bytes()
+        self.reader.heap_bytes()
     }
 
     /// The ids present, oldest first, as one consistent snapshot (taken under the writer

@@ -2,69 +2,80 @@
 //!
 //! Insertions are grouped into spans of at least `capacity / SPANS` insertions, each stamped
 //! with the clock when it began. The clock is read once per span, not once per completion, and
-//! the spans that still hold ids present number at most `SPANS + 2`, so the memory is fixed when
-//! the history is built, whatever the completion sizes: a stream of one-block completions
-//! costs no more than one of long ones. The price is resolution: the age reported is that of
-//! the span holding the oldest id, which began at most one span's worth of insertions before it.
+//! the spans that still hold ids present number at most `SPANS + 2`, so they fit in a fixed
+//! array inside the history's writer, whatever the completion sizes: a stream of one-block
+//! completions costs no more than one of long ones, and no heap at all. The price is
+//! resolution: the age reported is that of the span holding the oldest id, which began at most
+//! about one span's worth of insertions before it.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Spans per capacity's worth of insertions.
 const SPANS: u64 = 64;
 
-/// The most spans kept: those covering the ids present, plus the one being filled.
+/// The most spans kept: those covering the ids present, plus the one just begun.
 const KEPT: usize = SPANS as usize + 2;
 
-/// The spans of a history's insertions that still hold ids present, oldest first.
+/// The spans of a history's insertions that still hold ids present, oldest first, in a ring.
 #[derive(Debug)]
 pub(super) struct Reach {
-    /// (insertion number the span begins at, when), oldest first.
-    spans: VecDeque<(u64, Instant)>,
+    /// (insertion number the span begins at, when); `len` of them from `head`, wrapping.
+    spans: [(u64, Instant); KEPT],
+    head: usize,
+    len: usize,
     /// Insertions per span.
     step: u64,
 }
 
 impl Reach {
-    /// The tracking for a history of `capacity` ids; allocates all it will ever hold.
+    /// The tracking for a history of `capacity` ids.
     pub(super) fn new(capacity: usize) -> Self {
         Reach {
-            spans: VecDeque::with_capacity(KEPT),
+            spans: [(0, Instant::now()); KEPT],
+            head: 0,
+            len: 0,
             step: (capacity as u64).div_ceil(SPANS).max(1),
         }
     }
 
-    /// Heap bytes of the tracking, fixed at construction.
-    pub(super) fn bytes() -> usize {
-        KEPT * size_of::<(u64, Instant)>()
+    /// The `i`-th span, oldest first.
+    fn get(&self, i: usize) -> Option<(u64, Instant)> {
+        (i < self.len).then(|| self.spans[(self.head + i) % KEPT])
     }
 
     /// Records an insert that made insertions `before..total` (at least one), leaving the
     /// last `len` insertions present.
     pub(super) fn note(&mut self, before: u64, total: u64, len: usize) {
-        if self.spans.back().is_none_or(|&(start, _)| before - start >= self.step) {
-            self.spans.push_back((before, Instant::now()));
+        let last = self.len.checked_sub(1).and_then(|i| self.get(i));
+        if last.is_none_or(|(start, _)| before - start >= self.step) {
+            if self.len == KEPT {
+                // Unreachable while the bound above holds; losing the oldest span then
+                // understates the age rather than failing.
+                self.pop_front();
+            }
+            self.spans[(self.head + self.len) % KEPT] = (before, Instant::now());
+            self.len += 1;
         }
         // Spans wholly evicted go: the next one begins at or before the oldest id present.
         let oldest = total - len as u64;
-        while self.spans.get(1).is_some_and(|&(start, _)| start <= oldest) {
-            self.spans.pop_front();
+        while self.get(1).is_some_and(|(start, _)| start <= oldest) {
+            self.pop_front();
         }
+    }
+
+    fn pop_front(&mut self) {
+        self.head = (self.head + 1) % KEPT;
+        self.len -= 1;
     }
 
     /// Forgets every span.
     pub(super) fn clear(&mut self) {
-        self.spans.clear();
+        self.len = 0;
     }
 
     /// How long ago the span holding the oldest id present began.
     pub(super) fn oldest_age(&self) -> Option<Duration> {
-        self.spans.front().map(|&(_, at)| at.elapsed())
-    }
-
-    #[cfg(test)]
-    pub(super) fn spans(&self) -> usize {
-        self.spans.len()
+        self.get(0).map(|(_, at)| at.elapsed())
     }
 }
 
@@ -72,28 +83,30 @@ impl Reach {
 mod tests {
     use super::*;
 
-    /// A model of what the spans must cover: each id's insertion number maps to the span that
-    /// began at or before it; the oldest present id's span is the front.
+    /// Against the rule the spans must keep: the front span begins at or before the oldest id
+    /// present and the next one after it, with never more than `KEPT` spans, whatever the
+    /// completion sizes.
     #[test]
     fn spans_stay_bounded_and_cover_the_oldest_id_present() {
         for capacity in [1usize, 2, 63, 64, 1000, 6400] {
             let mut reach = Reach::new(capacity);
-            let allocated = reach.spans.capacity();
             let mut total = 0u64;
+            let mut most = 0;
             // Completions of 1 to 7 ids, many times the capacity.
             for k in 0..(20 * capacity as u64).max(200) {
                 let before = total;
                 total += 1 + k % 7;
                 let len = total.min(capacity as u64) as usize;
                 reach.note(before, total, len);
-                assert!(reach.spans() <= KEPT, "{capacity}: {} spans", reach.spans());
+                most = most.max(reach.len);
                 let oldest = total - len as u64;
-                let front = reach.spans.front().unwrap().0;
+                let front = reach.get(0).unwrap().0;
                 assert!(front <= oldest, "{capacity}: span {front} after the oldest {oldest}");
-                // The front span is the last one beginning at or before the oldest id.
-                assert!(reach.spans.get(1).is_none_or(|&(start, _)| start > oldest));
+                assert!(reach.get(1).is_none_or(|(start, _)| start > oldest), "{capacity}");
             }
-            assert_eq!(reach.spans.capacity(), allocated, "{capacity}: the spans grew");
+            assert!(most < KEPT, "{capacity}: {most} spans");
+            reach.clear();
+            assert_eq!(reach.oldest_age(), None);
         }
     }
 }
