@@ -32,6 +32,7 @@ pub mod attempt;
 pub mod chain;
 pub mod history;
 pub mod message;
+pub mod names;
 pub mod output;
 pub mod replay;
 pub mod snapshot;

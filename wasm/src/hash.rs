@@ -5,7 +5,6 @@ use kvreuse_core::chain::{ChainSpec, Scheme, SchemeOption};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, Options, range_error, type_error};
-use crate::session::quoted;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
@@ -66,14 +65,7 @@ pub fn block_hashes(
     };
     let scheme = match options.string("scheme")? {
         None => Scheme::Dynamo,
-        Some(name) => Scheme::from_name(&name).ok_or_else(|| {
-            let names: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
-            type_error(format_args!(
-                "unknown scheme {} (expected one of {})",
-                quoted(&name),
-                names.join(", ")
-            ))
-        })?,
+        Some(name) => Scheme::parse(&name).map_err(type_error)?,
     };
     let mut spec = ChainSpec::new(scheme, block_size);
     spec.lora_name = options.string("loraName")?;

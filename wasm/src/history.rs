@@ -6,7 +6,7 @@ use kvreuse_core::replay::Capacity;
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, range_error, type_error};
-use crate::session::quoted;
+use kvreuse_core::names::Quoted;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
@@ -72,7 +72,7 @@ impl History {
                     return Err(range_error("a history needs a finite capacity, not inf"));
                 }
                 Err(e) => {
-                    let error = format!("capacity {}: {e}", quoted(&text));
+                    let error = format!("capacity {}: {e}", Quoted(&text));
                     return Err(match e {
                         kvreuse_core::replay::CapacityError::Unrecognized => type_error(error),
                         _ => range_error(error),

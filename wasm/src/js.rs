@@ -13,7 +13,7 @@ use js_sys::{
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
-use crate::session::quoted;
+use kvreuse_core::names::Quoted;
 
 /// A JS `TypeError`.
 pub(crate) fn type_error(message: impl Display) -> JsValue {
@@ -56,7 +56,7 @@ fn describe(value: &JsValue) -> String {
     } else if value.is_null() {
         "null".into()
     } else if let Some(s) = value.as_string() {
-        format!("the string {}", quoted(&s))
+        format!("the string {}", Quoted(&s))
     } else if value.is_bigint() {
         format!(
             "{}n",
@@ -232,7 +232,7 @@ impl Options {
             if !known.contains(&key.as_str()) {
                 return Err(type_error(format_args!(
                     "unknown option {} in {what} (expected {})",
-                    quoted(&key),
+                    Quoted(&key),
                     known.join(", ")
                 )));
             }

@@ -18,6 +18,7 @@
 use std::fmt;
 
 use kvreuse_core::chain::{ChainError, DynamoHasher};
+use kvreuse_core::names::{Quoted, UnknownName};
 use kvreuse_core::replay::{
     Capacity, CapacityError, Policy, Replay, ReplayConfig, ReplayError, Row,
 };
@@ -75,8 +76,8 @@ pub enum SessionError {
         /// What is wrong with it.
         error: CapacityError,
     },
-    /// A policy name that is not `fifo`, `lru` or `inf`.
-    Policy(String),
+    /// A policy name that names no policy.
+    Policy(UnknownName),
     /// No policy or no capacity.
     Empty,
     /// A warm-up outside `[0, 1)`.
@@ -123,10 +124,8 @@ impl fmt::Display for SessionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::BlockSize(error) => write!(f, "block size: {error}"),
-            Self::Capacity { text, error } => write!(f, "capacity {}: {error}", quoted(text)),
-            Self::Policy(name) => {
-                write!(f, "unknown policy {} (expected fifo, lru or inf)", quoted(name))
-            }
+            Self::Capacity { text, error } => write!(f, "capacity {}: {error}", Quoted(text)),
+            Self::Policy(error) => error.fmt(f),
             Self::Empty => f.write_str("give at least one policy and one capacity"),
             // No value in the message: formatting floats costs the browser build kilobytes.
             Self::Warmup(_) => f.write_str("warmup must be a fraction in [0, 1)"),
@@ -141,28 +140,6 @@ impl fmt::Display for SessionError {
 
 impl std::error::Error for SessionError {}
 
-/// `text` in double quotes, with quotes, backslashes and control characters escaped: what
-/// `{:?}` gives for ordinary strings, without the Unicode tables `{:?}` brings into the
-/// browser build.
-pub fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Parses a capacity as the command line does.
 pub fn parse_capacity(text: &str) -> Result<Capacity, SessionError> {
     Capacity::parse(text).map_err(|error| SessionError::Capacity { text: text.into(), error })
@@ -170,7 +147,7 @@ pub fn parse_capacity(text: &str) -> Result<Capacity, SessionError> {
 
 /// Parses a policy name as the command line does.
 pub fn parse_policy(text: &str) -> Result<Policy, SessionError> {
-    Policy::from_name(text.trim()).ok_or_else(|| SessionError::Policy(text.into()))
+    Policy::parse(text).map_err(SessionError::Policy)
 }
 
 /// Where a session is.
@@ -487,7 +464,7 @@ mod tests {
         assert!(matches!(parse_capacity("10x"), Err(SessionError::Capacity { .. })));
         assert!(parse_capacity("0").unwrap_err().is_range());
         assert!(!parse_capacity("ten").unwrap_err().is_range());
-        assert_eq!(parse_policy("mru"), Err(SessionError::Policy("mru".into())));
+        assert!(matches!(parse_policy("mru"), Err(SessionError::Policy(e)) if e.name == "mru"));
         let huge = Settings {
             capacities: vec![Capacity::Blocks(kvreuse_core::history::MAX_CAPACITY + 1)],
             ..ok

@@ -20,6 +20,8 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::names::UnknownName;
+
 pub mod dynamo;
 pub mod vllm;
 
@@ -146,9 +148,26 @@ impl Scheme {
         }
     }
 
+    /// The schemes' names, in [`ALL`](Self::ALL)'s order.
+    pub const NAMES: [&'static str; 4] = [
+        Scheme::ALL[0].name(),
+        Scheme::ALL[1].name(),
+        Scheme::ALL[2].name(),
+        Scheme::ALL[3].name(),
+    ];
+
     /// Looks a scheme up by [`name`](Self::name).
     pub fn from_name(name: &str) -> Option<Scheme> {
         Scheme::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The scheme `name` names, or the error both front ends give.
+    pub fn parse(name: &str) -> Result<Scheme, UnknownName> {
+        Scheme::from_name(name).ok_or_else(|| UnknownName {
+            kind: "scheme",
+            name: name.into(),
+            expected: &Scheme::NAMES,
+        })
     }
 
     /// The vLLM algorithm behind this scheme, if it is a vLLM one.

@@ -33,6 +33,7 @@ use core::fmt;
 pub use capacity::{Capacity, CapacityError};
 
 use crate::history::{HistoryError, MAX_CAPACITY};
+use crate::names::UnknownName;
 use crate::trace::Request;
 use dense::DenseIds;
 use histories::Histories;
@@ -58,9 +59,26 @@ impl Policy {
         }
     }
 
+    /// Every policy, in the order the CLI documents them.
+    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::Lru, Policy::Inf];
+
+    /// The policies' names, in [`ALL`](Self::ALL)'s order.
+    pub const NAMES: [&'static str; 3] =
+        [Policy::ALL[0].name(), Policy::ALL[1].name(), Policy::ALL[2].name()];
+
     /// Looks a policy up by [`name`](Self::name).
     pub fn from_name(name: &str) -> Option<Policy> {
-        [Policy::Fifo, Policy::Lru, Policy::Inf].into_iter().find(|p| p.name() == name)
+        Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The policy `text` names (surrounding blanks ignored), or the error both front ends
+    /// give.
+    pub fn parse(text: &str) -> Result<Policy, UnknownName> {
+        Policy::from_name(text.trim()).ok_or_else(|| UnknownName {
+            kind: "policy",
+            name: text.into(),
+            expected: &Policy::NAMES,
+        })
     }
 }
 

@@ -35,10 +35,7 @@ pub(crate) struct HashArgs {
 }
 
 fn parse_scheme(name: &str) -> Result<Scheme, String> {
-    Scheme::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
-        format!("unknown scheme {name:?} (expected one of {})", names.join(", "))
-    })
+    Scheme::parse(name).map_err(|e| e.to_string())
 }
 
 #[derive(Serialize)]

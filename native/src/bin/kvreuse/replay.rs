@@ -47,8 +47,7 @@ fn parse_capacity(text: &str) -> Result<Capacity, String> {
 }
 
 fn parse_policy(text: &str) -> Result<Policy, String> {
-    Policy::from_name(text.trim())
-        .ok_or_else(|| format!("unknown policy {text:?} (expected fifo, lru or inf)"))
+    Policy::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
