@@ -18,7 +18,7 @@
 //! | `router_cache_loss_history_estimated_bytes` | gauge | the history's heap bytes, times its fill fraction |
 //! | `router_cache_loss_history_capacity_blocks` | gauge | ids the history can hold |
 //! | `router_cache_loss_history_capacity_bytes` | gauge | the history's heap bytes (allocated up front) |
-//! | `router_kv_history_oldest_age_seconds` | gauge | how long ago the oldest id present was inserted |
+//! | `router_kv_history_oldest_age_seconds` | gauge | how long ago the oldest id present was inserted (may overstate it by the time 1/64 of a capacity's insertions took) |
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ impl HistoryGauges {
             ),
             (
                 "router_kv_history_oldest_age_seconds",
-                "Seconds since the oldest block id in the history was inserted.",
+                "Seconds since the oldest block id in the history was inserted (may overstate it by the time 1/64 of a capacity of insertions took).",
                 Box::new(|h| h.oldest_age().map_or(0.0, |age| age.as_secs_f64())),
             ),
         ];
