@@ -272,14 +272,11 @@ impl<S: Storage> History<S> {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
                 let ring = s.storage.ring();
-                let mut next = self.view.oldest();
-                for _ in 0..batch.len() {
-                    if self.overflowed.get(next) {
-                        // Ordering: Relaxed; the writer reads its own stores.
-                        s.prefetch_for_eviction(ring[next].load(Ordering::Relaxed));
-                    }
-                    next = self.view.next_position(next);
-                }
+                let (oldest, len) = (self.view.oldest(), self.view.ring as usize);
+                self.overflowed.for_each_set(oldest, batch.len(), len, |position| {
+                    // Ordering: Relaxed; the writer reads its own stores.
+                    s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
+                });
             }
             for (&id, home) in batch.iter().zip(batch_homes) {
                 let walked = position.and_then(|p| s.walk(p, id, &self.view));

@@ -4,11 +4,13 @@
 //! hold two 32-bit slot words each (14 slots). The header holds:
 //!
 //! - a 44-bit **summary**, a small Bloom filter of the tags of the ids that may be in the
-//!   bucket or may have overflowed from it (see `layout`). Most lookups of absent ids end after this one
-//!   8-byte read and a bit test: a handful of instructions, so consecutive lookups overlap
-//!   their cache misses. The writer sets bits as ids arrive and rebuilds the summary from the
-//!   live slots each time the bucket has filled all its slots once more, so bits of evicted ids
-//!   do not pile up.
+//!   bucket or may have overflowed from it (see `layout`). Most lookups of absent ids end after
+//!   this one 8-byte read and a bit test: a handful of instructions, so consecutive lookups
+//!   overlap their cache misses. The writer sets bits as ids arrive and rebuilds the summary
+//!   from the live slots every seven fills of the bucket (twice per round of its fourteen
+//!   slots), so bits of evicted ids do not pile up. Rebuilding more often admits fewer absent
+//!   ids but costs inserts more than the lookups it saves: every four fills took 4.7% more
+//!   instructions per new id than every seven, for 11% fewer full scans.
 //! - four 4-bit **overflow counts**. Every id has a first bucket and a second; it goes to its
 //!   first bucket when that has a free slot, and overflows to its second otherwise. The first
 //!   bucket counts its live overflowed ids exactly, per class of summary bits (the writer
@@ -37,7 +39,7 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) const BATCH: usize = 32;
 
 /// How often (in fills of a bucket) the writer rebuilds the bucket's summary.
-const REBUILD_EVERY: usize = 4;
+const REBUILD_EVERY: usize = 7;
 
 /// How deep the writer searches for a chain of moves that frees a slot.
 const MOVE_DEPTH: u32 = 2;
@@ -110,6 +112,33 @@ impl OverflowFlags {
 
     pub(crate) fn clear(&mut self) {
         self.0.fill(0);
+    }
+
+    /// Calls `f` with each set position among the `n` positions from `start` on, wrapping at
+    /// `len` (the ring's length): a word of flags at a time, not a bit.
+    pub(crate) fn for_each_set(
+        &self,
+        start: usize,
+        n: usize,
+        len: usize,
+        mut f: impl FnMut(usize),
+    ) {
+        let before_wrap = n.min(len - start);
+        self.for_each_set_in(start, start + before_wrap, &mut f);
+        self.for_each_set_in(0, n - before_wrap, &mut f);
+    }
+
+    fn for_each_set_in(&self, from: usize, to: usize, f: &mut impl FnMut(usize)) {
+        let mut i = from;
+        while i < to {
+            let span = (64 - i % 64).min(to - i);
+            let mut bits = (self.0[i / 64] >> (i % 64)) & (u64::MAX >> (64 - span));
+            while bits != 0 {
+                f(i + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+            i += span;
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 
 use super::*;
+use table::OverflowFlags;
 
 fn history(capacity: usize) -> History {
     History::with_capacity(capacity, 0x5eed).unwrap()
@@ -239,4 +240,27 @@ fn summaries_rule_out_most_absent_ids_at_full_load() {
     let admitted = absent.filter(|&id| !h.shared.summary_rules_out(id)).count();
     // About a quarter pass the filter with the layout's load and rebuild rate.
     assert!(admitted < 35_000, "{admitted} of 100000 absent ids pass the summaries");
+}
+
+/// `OverflowFlags::for_each_set` visits exactly the set positions of a wrapping window, in
+/// order, against a bit-by-bit model.
+#[test]
+fn overflow_flags_visit_the_set_positions_of_a_wrapping_window() {
+    for len in [1usize, 63, 64, 65, 130, 200] {
+        let mut flags = OverflowFlags::new(len).unwrap();
+        let set: Vec<usize> = (0..len).filter(|p| (p * 7 + len) % 5 < 2).collect();
+        for &p in &set {
+            flags.set(p);
+        }
+        for start in [0, len / 3, len - 1] {
+            for n in [0, 1, 31, 32, 64, len] {
+                let n = n.min(len);
+                let mut seen = Vec::new();
+                flags.for_each_set(start, n, len, |p| seen.push(p));
+                let want: Vec<usize> =
+                    (0..n).map(|i| (start + i) % len).filter(|p| set.contains(p)).collect();
+                assert_eq!(seen, want, "len {len} start {start} n {n}");
+            }
+        }
+    }
 }
