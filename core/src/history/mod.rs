@@ -251,17 +251,14 @@ impl<S: Storage> History<S> {
                 k += 1;
                 continue;
             }
+            if !ahead.contains(&k) {
+                // The ring walk went past the ids already loading: this batch starts at `k`.
+                ahead = k..ids.len().min(k + BATCH);
+                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            }
+            let end = ahead.end;
             homes.clear();
-            let end = if ahead.contains(&k) {
-                let start = k - ahead.start;
-                let mixed = &mixed[start..ahead.len()];
-                homes.extend(mixed.iter().map(|&h| s.codec.home(h)));
-                ahead.end
-            } else {
-                let end = ids.len().min(k + BATCH);
-                s.homes(&ids[k..end], homes);
-                end
-            };
+            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
             // The next batch's first buckets start loading while this one is worked through.
             ahead = end..ids.len().min(end + BATCH);
             s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);

@@ -436,7 +436,7 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
-    /// [`homes`](Self::homes)), what its ids will read next: the ring entries of likely
+    /// [`mix_and_prefetch`](Self::mix_and_prefetch)), what its ids will read next: the ring entries of likely
     /// duplicates and the second buckets of ids that will look or go there.
     pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
         for home in homes {
@@ -462,16 +462,6 @@ impl<S: Storage> Shared<S> {
     #[inline(always)]
     pub(crate) fn summary_admits(&self, home: &Home) -> bool {
         self.header(home.first) & home.bits == home.bits
-    }
-
-    /// The homes of `ids`, into `homes`, their first buckets prefetched.
-    #[inline(always)]
-    pub(crate) fn homes(&self, ids: &[u64], homes: &mut Vec<Home>) {
-        homes.extend(ids.iter().map(|&id| {
-            let home = self.home(id);
-            self.prefetch_bucket(home.first);
-            home
-        }));
     }
 
     /// The mixed `ids`, into `mixed`, their first buckets prefetched: all that an id's home

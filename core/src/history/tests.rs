@@ -264,3 +264,20 @@ fn overflow_flags_visit_the_set_positions_of_a_wrapping_window() {
         }
     }
 }
+
+/// A completion that repeats a long stored prefix, then goes on with new ids: the repeated
+/// ids are found by walking the ring (past the first batch the writer loaded), the new ones
+/// are inserted after them, in order, whether the walk breaks inside or after the first batch.
+#[test]
+fn a_repeated_prefix_of_any_length_then_new_ids() {
+    for repeated in [1u64, 5, 31, 32, 33, 40, 64, 70] {
+        let mut h = history(1000);
+        let prefix: Vec<u64> = (0..repeated).map(|i| 1000 + i).collect();
+        h.insert_all(&prefix);
+        let mut completion = prefix.clone();
+        completion.extend((0..45).map(|i| 5000 + i));
+        assert_eq!(h.insert_all(&completion), Inserted { new: 45, evicted: 0 }, "{repeated}");
+        assert_eq!(h.oldest_first().collect::<Vec<_>>(), completion, "{repeated}");
+        assert_eq!(h.seen_prefix_len(&completion), completion.len(), "{repeated}");
+    }
+}
