@@ -38,5 +38,6 @@ pub mod replay;
 pub mod snapshot;
 pub mod trace;
 
+mod bits;
 mod prefetch;
 mod sync;

@@ -57,9 +57,11 @@
 //! first bucket to its second, counted in the first bucket's header before the id leaves it,
 //! and readers read a bucket's header after its slots, so a moving id is never missed.
 
+mod bucket;
 mod layout;
 mod storage;
 mod table;
+mod writer;
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -71,7 +73,8 @@ pub use crate::sync::AtomicU64;
 
 use crate::sync::{Arc, Ordering, fence};
 use layout::{Home, Mixer, View};
-use table::{BATCH, OverflowFlags, Shared};
+use table::{BATCH, Shared};
+use writer::OverflowFlags;
 
 /// Why a history could not be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,129 +222,9 @@ impl<S: Storage> History<S> {
     }
 
     /// Inserts `ids` in order (see the [module docs](self) for the exact rules).
+    #[inline]
     pub fn insert_all(&mut self, ids: &[u64]) -> Inserted {
-        let mut out = Inserted::default();
-        // The shared part is borrowed alongside the writer's own fields, which `push` changes.
-        let s = &*self.shared;
-        let homes = &mut self.homes;
-        // Ring position of the previous id (present or just inserted), for the ring walk.
-        let mut position = None;
-        let mut k = 0;
-        // The first batch's ids mixed, their first buckets loading; then the first id alone:
-        // if it is a duplicate, the ids after it are usually found by walking the ring, and
-        // batching them through the index would be wasted work. `mixed[i]` is the mix of
-        // `ids[ahead.start + i]`.
-        let mut mixed = [0u64; BATCH];
-        let mut ahead = 0..ids.len().min(BATCH);
-        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
-        if let Some(&id) = ids.first() {
-            let home = s.codec.home(mixed[0]);
-            if let Some(word) =
-                s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
-            {
-                position = Some(s.codec.position(word));
-                k = 1;
-            }
-        }
-        while k < ids.len() {
-            // Ids that sit right after the previous one in the ring are duplicates, found
-            // without the index (see `Shared::walk`).
-            if let Some(found) = position.and_then(|p| s.walk(p, ids[k], &self.view)) {
-                position = Some(found);
-                k += 1;
-                continue;
-            }
-            if !ahead.contains(&k) {
-                // The ring walk went past the ids already loading: this batch starts at `k`.
-                ahead = k..ids.len().min(k + BATCH);
-                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
-            }
-            let end = ahead.end;
-            homes.clear();
-            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
-            // The next batch's first buckets start loading while this one is worked through.
-            ahead = end..ids.len().min(end + BATCH);
-            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
-            let batch = &ids[k..end];
-            let batch_homes = &homes[..];
-            s.prefetch_for_insert(batch_homes, &self.view);
-            if self.view.is_full() {
-                // The next evictions, in ring order: those that had overflowed will update
-                // their first bucket's count.
-                let ring = s.storage.ring();
-                let (oldest, len) = (self.view.oldest(), self.view.ring as usize);
-                self.overflowed.for_each_set(oldest, batch.len(), len, |position| {
-                    // Ordering: Relaxed; the writer reads its own stores.
-                    s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
-                });
-            }
-            for (&id, home) in batch.iter().zip(batch_homes) {
-                let walked = position.and_then(|p| s.walk(p, id, &self.view));
-                // Most new ids are ruled out by their first bucket's summary alone.
-                let found = || {
-                    s.summary_admits(home)
-                        .then(|| s.find(id, home, &self.view))
-                        .flatten()
-                        .map(|word| s.codec.position(word))
-                };
-                if let Some(found) = walked.or_else(found) {
-                    position = Some(found);
-                    continue;
-                }
-                out.evicted += usize::from(self.view.is_full());
-                out.new += 1;
-                // The ring entry after a new id is the tail, never live: no walk from here.
-                position = None;
-                Self::push(s, &mut self.view, &mut self.overflowed, &mut self.forced, id, home);
-            }
-            k += batch.len();
-        }
-        out
-    }
-
-    /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
-    /// insertion, which makes the id live and, when full, evicts the oldest.
-    fn push(
-        s: &Shared<S>,
-        view: &mut View,
-        flags: &mut OverflowFlags,
-        forced: &mut u64,
-        id: u64,
-        home: &Home,
-    ) {
-        let position = view.tail;
-        let word = s.codec.word(home.tag, view.epoch, position);
-        // The tail entry is live in no reader's view: it holds the id evicted one insertion
-        // ago, or an older one. Ordering: Release; a reader whose view is older than that
-        // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
-        // count (or start) published before this store, and `still_valid` rejects its view.
-        s.storage.ring()[position].store(id, Ordering::Release);
-        // Indexed under the current view, in which the id this insertion evicts is still
-        // live, so that its slot is not reused while readers may still look it up.
-        let placed = s.place(home, word, view, flags);
-        let overflowed = placed.unwrap_or_else(|| {
-            let (overflowed, early) = s.give_up_oldest(home, word, view);
-            *forced += u64::from(early);
-            overflowed
-        });
-        if overflowed {
-            flags.set(position);
-        }
-        let evicted = view.is_full().then(|| view.oldest());
-        *view = view.advanced();
-        // The moment of the insertion for readers. Ordering: Release publishes the entry
-        // and slot word written above: a reader whose view includes this insertion (its
-        // Acquire load read this count or a later one) finds the new id, and no longer
-        // counts the evicted one live.
-        s.now.store(view.now, Ordering::Release);
-        if let Some(evicted) = evicted
-            && flags.take(evicted)
-        {
-            // The evicted id sat in its second bucket; its first bucket's count goes down
-            // only now that no new view counts it. Ordering: Relaxed; the writer reads its
-            // own store.
-            s.forget_overflow(s.storage.ring()[evicted].load(Ordering::Relaxed));
-        }
+        self.insert(ids)
     }
 
     /// Whether `id` is present.

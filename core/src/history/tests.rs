@@ -1,10 +1,10 @@
 //! Unit tests of the history against hand-checked cases; the randomized comparison with a
-//! naive model lives in `tests/history_model.rs`.
+//! naive model lives in `tests/it/history_model.rs`.
 
 use alloc::vec::Vec;
 
 use super::*;
-use table::OverflowFlags;
+use writer::OverflowFlags;
 
 fn history(capacity: usize) -> History {
     History::with_capacity(capacity, 0x5eed).unwrap()

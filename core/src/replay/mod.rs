@@ -32,6 +32,7 @@ use core::fmt;
 
 pub use capacity::{Capacity, CapacityError};
 
+use crate::bits::SetBits;
 use crate::history::{HistoryError, MAX_CAPACITY};
 use crate::names::UnknownName;
 use crate::trace::Request;
@@ -338,11 +339,11 @@ impl Replay {
             for (w, (&present, still)) in
                 self.histories.presence(id).iter().zip(self.still.iter_mut()).enumerate()
             {
-                for h in bits(*still & !present) {
+                for h in SetBits(*still & !present) {
                     self.leading[w * 64 + h] = j as u64;
                 }
                 *still &= present;
-                for h in bits(present) {
+                for h in SetBits(present) {
                     self.rows[w * 64 + h].any_tokens += tokens;
                 }
             }
@@ -370,17 +371,6 @@ impl Replay {
         }
         rows
     }
-}
-
-/// The indexes of the set bits of `word`, lowest first.
-fn bits(mut word: u64) -> impl Iterator<Item = usize> {
-    core::iter::from_fn(move || {
-        (word != 0).then(|| {
-            let bit = word.trailing_zeros() as usize;
-            word &= word - 1;
-            bit
-        })
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,157 @@
+//! The anatomy of an index bucket: one 64-byte cache line of eight 64-bit words. Word 0 is the
+//! header, words 1 to 7 hold two 32-bit slot words each (14 slots; see the slot-word format in
+//! `layout.rs`).
+//!
+//! The header ([`Header`]) holds, from the low bits up:
+//!
+//! - a 44-bit **summary**, a small Bloom filter of the tags of the ids that may be in the
+//!   bucket or may have overflowed from it (see `layout.rs`). Most lookups of absent ids end
+//!   after this one 8-byte read and a bit test: a handful of instructions, so consecutive
+//!   lookups overlap their cache misses. The writer sets bits as ids arrive and rebuilds the
+//!   summary from the live slots every few fills of the bucket, so bits of evicted ids do not
+//!   pile up.
+//! - four 4-bit **overflow counts**. Every id has a first bucket and a second; it goes to its
+//!   first bucket when that has a free slot, and overflows to its second otherwise. The first
+//!   bucket counts its live overflowed ids exactly, per class of summary bits (the writer
+//!   decrements a count when such an id is evicted), so a lookup reads the second bucket only
+//!   when an id of its own class has overflowed.
+//! - the **next slot** to fill, in the top 4 bits. A bucket fills its slots round-robin, and
+//!   ids leave the history in the order they entered it, so the slot a bucket fills next holds
+//!   its oldest id: the bucket has room exactly when that one id is dead, which takes one check
+//!   rather than fourteen. Only buckets disturbed by a move (rare) need a full scan.
+
+use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, CLASSES, GROUP, SUMMARY_BITS};
+
+/// 64-bit words per bucket: the header, then the slot pairs.
+pub(crate) const PAIRS: usize = BUCKET_WORDS / 2;
+
+/// The first slot (32-bit word 0 and 1 are the header).
+pub(crate) const FIRST_SLOT: usize = 2;
+
+/// Bits of the slots within a 32-bit word mask (bit `i` is word `i`).
+pub(crate) const SLOTS: u32 = ((1 << BUCKET_WORDS) - 1) & !((1 << FIRST_SLOT) - 1);
+
+const SUMMARY: u64 = (1 << SUMMARY_BITS) - 1;
+const COUNT_SHIFT: u32 = SUMMARY_BITS;
+const COUNT_BITS: u32 = 4;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const NEXT_SHIFT: u32 = COUNT_SHIFT + CLASSES * COUNT_BITS;
+const NEXT: u64 = 0xf << NEXT_SHIFT;
+
+// A bucket is one cache line, and its header's fields tile one 64-bit word exactly.
+const _: () = assert!(BUCKET_WORDS * size_of::<u32>() == 64);
+const _: () = assert!(PAIRS * size_of::<u64>() == 64);
+const _: () = assert!(SLOTS.count_ones() as usize == BUCKET_SLOTS);
+const _: () = assert!(GROUP * CLASSES == SUMMARY_BITS);
+const _: () = assert!(NEXT_SHIFT + 4 == u64::BITS);
+// The next slot's 4 bits name any slot (the value 0 stands for the first).
+const _: () = assert!(BUCKET_WORDS <= 16);
+
+/// A bucket's header word (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header(pub(crate) u64);
+
+impl Header {
+    /// Whether the summary has all of `bits` (an id's two bits: it may be here).
+    #[inline(always)]
+    pub(crate) fn admits(self, bits: u64) -> bool {
+        self.0 & bits == bits
+    }
+
+    /// The overflow count of `class`.
+    #[inline(always)]
+    pub(crate) fn count(self, class: u32) -> u64 {
+        (self.0 >> (COUNT_SHIFT + COUNT_BITS * class)) & COUNT_MAX
+    }
+
+    /// Whether one more id of `class` can be counted (counts are four bits; at the index's
+    /// load a count above two is rare).
+    #[inline(always)]
+    pub(crate) fn can_count(self, class: u32) -> bool {
+        self.count(class) < COUNT_MAX
+    }
+
+    /// The slot the bucket fills next.
+    #[inline(always)]
+    pub(crate) fn next_slot(self) -> usize {
+        let next = ((self.0 & NEXT) >> NEXT_SHIFT) as usize;
+        if next == 0 { FIRST_SLOT } else { next }
+    }
+
+    /// With an id's summary `bits` set.
+    #[inline(always)]
+    pub(crate) fn with_bits(self, bits: u64) -> Header {
+        Header(self.0 | bits)
+    }
+
+    /// With the slot after `slot` (round-robin) as the next to fill; also returns whether the
+    /// summary is due for a rebuild, which it is every `every` fills.
+    #[inline(always)]
+    pub(crate) fn filled(self, slot: usize, every: usize) -> (Header, bool) {
+        let next = if slot + 1 == BUCKET_WORDS { FIRST_SLOT } else { slot + 1 };
+        let header = Header(self.0 & !NEXT | (next as u64) << NEXT_SHIFT);
+        (header, (next - FIRST_SLOT).is_multiple_of(every))
+    }
+
+    /// With the summary replaced by `summary`.
+    #[inline(always)]
+    pub(crate) fn with_summary(self, summary: u64) -> Header {
+        Header(self.0 & !SUMMARY | summary)
+    }
+
+    /// With one more overflowed id of `class`, whose summary `bits` are set.
+    #[inline(always)]
+    pub(crate) fn counted(self, class: u32, bits: u64) -> Header {
+        Header((self.0 + (1 << (COUNT_SHIFT + COUNT_BITS * class))) | bits)
+    }
+
+    /// With one overflowed id of `class` fewer.
+    #[inline(always)]
+    pub(crate) fn uncounted(self, class: u32) -> Header {
+        Header(self.0 - (1 << (COUNT_SHIFT + COUNT_BITS * class)))
+    }
+
+    /// The summary bits that must stay set for overflowed ids: every bit of each class that
+    /// has any (an overflowed id's own bits are not kept anywhere else).
+    #[inline(always)]
+    pub(crate) fn overflow_summary(self) -> u64 {
+        (0..CLASSES)
+            .filter(|&class| self.count(class) != 0)
+            .fold(0, |summary, class| summary | ((1 << GROUP) - 1) << (GROUP * class))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_fields_do_not_overlap() {
+        let mut header = Header(0).with_bits(SUMMARY);
+        for class in 0..CLASSES {
+            for _ in 0..=class {
+                header = header.counted(class, 0);
+            }
+        }
+        let (header, rebuild) = header.filled(BUCKET_WORDS - 2, 7);
+        assert_eq!(header.next_slot(), BUCKET_WORDS - 1);
+        assert!(!rebuild);
+        for class in 0..CLASSES {
+            assert_eq!(header.count(class), u64::from(class) + 1);
+        }
+        assert!(header.admits(SUMMARY));
+        assert_eq!(header.overflow_summary(), SUMMARY);
+        let header = header.with_summary(0b101);
+        assert!(header.admits(0b101) && !header.admits(0b110));
+        assert_eq!(header.uncounted(2).count(2), 2);
+        assert_eq!(header.next_slot(), BUCKET_WORDS - 1);
+        // Wrapping round: after the last slot comes the first, and every seventh fill
+        // rebuilds.
+        let (wrapped, rebuild) = header.filled(BUCKET_WORDS - 1, 7);
+        assert_eq!(wrapped.next_slot(), FIRST_SLOT);
+        assert!(rebuild);
+        assert_eq!(Header(0).next_slot(), FIRST_SLOT);
+        let full = (0..COUNT_MAX).fold(Header(0), |h, _| h.counted(0, 0));
+        assert!(!full.can_count(0) && full.can_count(1));
+    }
+}

@@ -1,0 +1,558 @@
+//! The writer's engine: inserting ids into the ring and the index.
+//!
+//! [`History::insert_all`](super::History::insert_all) walks its ids in batches: the first
+//! buckets of a batch load while the previous batch is worked through, and an id found right
+//! after the previous one in the ring is a duplicate without a look at the index. A new id is
+//! written at the ring's tail, then placed in the index ([`Shared::place`]): its first
+//! bucket's next slot (the round-robin fast path), else its second bucket's, else any free
+//! slot, else a slot freed by moving a resident from its first bucket to its second (cuckoo
+//! style, two levels deep), and only if no move exists the oldest resident of the two buckets
+//! gives its slot up. Then the insertion is published, which makes the id live and, when full,
+//! evicts the oldest. Every step keeps the order readers rely on (see the module docs of
+//! `history` on concurrency).
+
+use alloc::vec::Vec;
+
+use super::bucket::{FIRST_SLOT, Header, SLOTS};
+#[cfg(test)]
+use super::layout::CLASSES;
+use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
+use super::table::{BATCH, Shared};
+use super::{History, HistoryError, Inserted, Storage};
+use crate::bits::SetBits;
+use crate::prefetch::prefetch;
+use crate::sync::Ordering;
+
+/// How often (in fills of a bucket) the writer rebuilds the bucket's summary: every seven
+/// fills, twice per round of its fourteen slots. Rebuilding more often admits fewer absent ids
+/// but costs inserts more than the lookups it saves: every four fills took 4.7% more
+/// instructions per new id than every seven, for 11% fewer full scans.
+const REBUILD_EVERY: usize = 7;
+
+/// How deep the writer searches for a chain of moves that frees a slot.
+const MOVE_DEPTH: u32 = 2;
+
+/// The writer's record of which ring positions hold an id that sits in its second bucket,
+/// one bit per position: when such an id is evicted, its first bucket's count goes down.
+/// Read and written sequentially, alongside the ring.
+#[derive(Debug)]
+pub(crate) struct OverflowFlags(Vec<u64>);
+
+impl OverflowFlags {
+    pub(crate) fn new(capacity: usize) -> Result<Self, HistoryError> {
+        let words = capacity.div_ceil(64);
+        let mut bits = Vec::new();
+        bits.try_reserve_exact(words)
+            .map_err(|_| HistoryError::AllocationFailed { bytes: Self::bytes_for(capacity) })?;
+        bits.resize(words, 0);
+        Ok(OverflowFlags(bits))
+    }
+
+    pub(crate) fn bytes_for(capacity: usize) -> usize {
+        capacity.div_ceil(64) * 8
+    }
+
+    pub(crate) fn set(&mut self, position: usize) {
+        self.0[position / 64] |= 1 << (position % 64);
+    }
+
+    pub(crate) fn get(&self, position: usize) -> bool {
+        self.0[position / 64] & (1 << (position % 64)) != 0
+    }
+
+    /// Clears the flag at `position`; returns whether it was set.
+    pub(crate) fn take(&mut self, position: usize) -> bool {
+        let was = self.get(position);
+        self.0[position / 64] &= !(1 << (position % 64));
+        was
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.fill(0);
+    }
+
+    /// Calls `f` with each set position among the `n` positions from `start` on, wrapping at
+    /// `len` (the ring's length): a word of flags at a time, not a bit.
+    pub(crate) fn for_each_set(
+        &self,
+        start: usize,
+        n: usize,
+        len: usize,
+        mut f: impl FnMut(usize),
+    ) {
+        let before_wrap = n.min(len - start);
+        self.for_each_set_in(start, start + before_wrap, &mut f);
+        self.for_each_set_in(0, n - before_wrap, &mut f);
+    }
+
+    fn for_each_set_in(&self, from: usize, to: usize, f: &mut impl FnMut(usize)) {
+        let mut i = from;
+        while i < to {
+            let span = (64 - i % 64).min(to - i);
+            let bits = (self.0[i / 64] >> (i % 64)) & (u64::MAX >> (64 - span));
+            SetBits(bits).for_each(|bit| f(i + bit));
+            i += span;
+        }
+    }
+}
+
+impl<S: Storage> History<S> {
+    /// [`insert_all`](History::insert_all)'s engine. Not inlined into callers: kept whole, it
+    /// inlines `push` and the placement fast path into one loop.
+    pub(super) fn insert(&mut self, ids: &[u64]) -> Inserted {
+        let mut out = Inserted::default();
+        // The shared part is borrowed alongside the writer's own fields, which `push` changes.
+        let s = &*self.shared;
+        let homes = &mut self.homes;
+        // Ring position of the previous id (present or just inserted), for the ring walk.
+        let mut position = None;
+        let mut k = 0;
+        // The first batch's ids mixed, their first buckets loading; then the first id alone:
+        // if it is a duplicate, the ids after it are usually found by walking the ring, and
+        // batching them through the index would be wasted work. `mixed[i]` is the mix of
+        // `ids[ahead.start + i]`.
+        let mut mixed = [0u64; BATCH];
+        let mut ahead = 0..ids.len().min(BATCH);
+        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+        if let Some(&id) = ids.first() {
+            let home = s.codec.home(mixed[0]);
+            if let Some(word) =
+                s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
+            {
+                position = Some(s.codec.position(word));
+                k = 1;
+            }
+        }
+        while k < ids.len() {
+            // Ids that sit right after the previous one in the ring are duplicates, found
+            // without the index (see `Shared::walk`).
+            if let Some(found) = position.and_then(|p| s.walk(p, ids[k], &self.view)) {
+                position = Some(found);
+                k += 1;
+                continue;
+            }
+            if !ahead.contains(&k) {
+                // The ring walk went past the ids already loading: this batch starts at `k`.
+                ahead = k..ids.len().min(k + BATCH);
+                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            }
+            let end = ahead.end;
+            homes.clear();
+            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
+            // The next batch's first buckets start loading while this one is worked through.
+            ahead = end..ids.len().min(end + BATCH);
+            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            let batch = &ids[k..end];
+            let batch_homes = &homes[..];
+            s.prefetch_for_insert(batch_homes, &self.view);
+            if self.view.is_full() {
+                // The next evictions, in ring order: those that had overflowed will update
+                // their first bucket's count.
+                let ring = s.storage.ring();
+                let (oldest, len) = (self.view.oldest(), self.view.ring as usize);
+                self.overflowed.for_each_set(oldest, batch.len(), len, |position| {
+                    // Ordering: Relaxed; the writer reads its own stores.
+                    s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
+                });
+            }
+            for (&id, home) in batch.iter().zip(batch_homes) {
+                let walked = position.and_then(|p| s.walk(p, id, &self.view));
+                // Most new ids are ruled out by their first bucket's summary alone.
+                let found = || {
+                    s.summary_admits(home)
+                        .then(|| s.find(id, home, &self.view))
+                        .flatten()
+                        .map(|word| s.codec.position(word))
+                };
+                if let Some(found) = walked.or_else(found) {
+                    position = Some(found);
+                    continue;
+                }
+                out.evicted += usize::from(self.view.is_full());
+                out.new += 1;
+                // The ring entry after a new id is the tail, never live: no walk from here.
+                position = None;
+                Self::push(s, &mut self.view, &mut self.overflowed, &mut self.forced, id, home);
+            }
+            k += batch.len();
+        }
+        out
+    }
+
+    /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
+    /// insertion, which makes the id live and, when full, evicts the oldest.
+    fn push(
+        s: &Shared<S>,
+        view: &mut View,
+        flags: &mut OverflowFlags,
+        forced: &mut u64,
+        id: u64,
+        home: &Home,
+    ) {
+        let position = view.tail;
+        let word = s.codec.word(home.tag, view.epoch, position);
+        // The tail entry is live in no reader's view: it holds the id evicted one insertion
+        // ago, or an older one. Ordering: Release; a reader whose view is older than that
+        // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
+        // count (or start) published before this store, and `still_valid` rejects its view.
+        s.storage.ring()[position].store(id, Ordering::Release);
+        // Indexed under the current view, in which the id this insertion evicts is still
+        // live, so that its slot is not reused while readers may still look it up.
+        let placed = s.place(home, word, view, flags);
+        let overflowed = placed.unwrap_or_else(|| {
+            let (overflowed, early) = s.give_up_oldest(home, word, view);
+            *forced += u64::from(early);
+            overflowed
+        });
+        if overflowed {
+            flags.set(position);
+        }
+        let evicted = view.is_full().then(|| view.oldest());
+        *view = view.advanced();
+        // The moment of the insertion for readers. Ordering: Release publishes the entry
+        // and slot word written above: a reader whose view includes this insertion (its
+        // Acquire load read this count or a later one) finds the new id, and no longer
+        // counts the evicted one live.
+        s.now.store(view.now, Ordering::Release);
+        if let Some(evicted) = evicted
+            && flags.take(evicted)
+        {
+            // The evicted id sat in its second bucket; its first bucket's count goes down
+            // only now that no new view counts it. Ordering: Relaxed; the writer reads its
+            // own store.
+            s.forget_overflow(s.storage.ring()[evicted].load(Ordering::Relaxed));
+        }
+    }
+}
+
+impl<S: Storage> Shared<S> {
+    /// Word `i` of `bucket`, for the writer.
+    #[inline(always)]
+    pub(super) fn word(&self, bucket: usize, i: usize) -> u32 {
+        // Ordering: Relaxed; only the writer stores slot words. (Readers read slots only
+        // through `scan`.)
+        (self.pairs(bucket)[i / 2].load(Ordering::Relaxed) >> (32 * (i % 2))) as u32
+    }
+
+    /// Stores slot word `i` of `bucket`.
+    #[inline(always)]
+    fn store(&self, bucket: usize, i: usize, word: u32) {
+        let pair = &self.pairs(bucket)[i / 2];
+        let shift = 32 * (i % 2);
+        // Ordering: Relaxed load, the writer reads its own stores; Release store, so that a
+        // reader that sees a slot word sees the ring entry written before it, and one that
+        // sees a resident gone sees the count that sends it to the second bucket.
+        let old = pair.load(Ordering::Relaxed);
+        pair.store(old & !(0xffff_ffff << shift) | u64::from(word) << shift, Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn store_header(&self, bucket: usize, header: Header) {
+        // Ordering: Release; a reader that sees a count sees the slot it counts written.
+        self.pairs(bucket)[0].store(header.0, Ordering::Release);
+    }
+
+    /// Whether one more id of `home`'s class may be counted as overflowed from its first
+    /// bucket.
+    fn may_overflow(&self, home: &Home) -> bool {
+        home.second != home.first && self.header(home.first).can_count(home.class)
+    }
+
+    /// Counts `home`'s id as overflowed from its first bucket (and sets its summary bits
+    /// there).
+    fn count_overflow(&self, home: &Home) {
+        self.store_header(home.first, self.header(home.first).counted(home.class, home.bits));
+    }
+
+    /// Counts `home`'s id as no longer overflowed from its first bucket.
+    fn uncount_overflow(&self, home: &Home) {
+        self.store_header(home.first, self.header(home.first).uncounted(home.class));
+    }
+
+    /// The writer's side of an eviction: the id leaving the ring had overflowed, so its first
+    /// bucket's count goes down.
+    pub(crate) fn forget_overflow(&self, evicted: u64) {
+        self.uncount_overflow(&self.home(evicted));
+    }
+
+    /// The slot `bucket` fills next, if it is free (its id dead): the fast path of every
+    /// insert.
+    #[inline(always)]
+    fn next_free(&self, bucket: usize, view: &View) -> Option<usize> {
+        let slot = self.header(bucket).next_slot();
+        (!view.is_live(self.word(bucket, slot))).then_some(slot)
+    }
+
+    /// Puts `word` of an id with `home` into `slot`, the slot `bucket` fills next, and moves
+    /// the bucket's round-robin on (rebuilding its summary from what is live every few fills,
+    /// so bits of evicted ids go). The header is stored first, then the word, so that a reader
+    /// that finds the word also finds the summary bits.
+    #[inline(always)]
+    fn fill_next(&self, bucket: usize, slot: usize, word: u32, home: &Home, view: &View) {
+        let (header, rebuild) =
+            self.header(bucket).with_bits(home.bits).filled(slot, REBUILD_EVERY);
+        let header = if rebuild {
+            header.with_summary(self.summary(bucket, slot, header, view) | home.bits)
+        } else {
+            header
+        };
+        self.store_header(bucket, header);
+        self.store(bucket, slot, word);
+    }
+
+    /// Puts `word` of an id with `home` into `slot`, any free slot of `bucket` (after a move,
+    /// or over a resident given up): the bucket's round-robin stays where it was.
+    fn fill_at(&self, bucket: usize, slot: usize, word: u32, home: &Home) {
+        self.store_header(bucket, self.header(bucket).with_bits(home.bits));
+        self.store(bucket, slot, word);
+    }
+
+    /// The summary of a bucket: the bits of its live slots (but `skip`, about to be
+    /// overwritten) and, for every class with overflowed ids, all of that class's bits.
+    #[inline(never)]
+    fn summary(&self, bucket: usize, skip: usize, header: Header, view: &View) -> u64 {
+        let p = self.pairs(bucket);
+        let mut words = [0u32; BUCKET_WORDS];
+        for (i, pair) in p.iter().enumerate().skip(1) {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let pair = pair.load(Ordering::Relaxed);
+            words[2 * i] = pair as u32;
+            words[2 * i + 1] = (pair >> 32) as u32;
+        }
+        // The slot about to be overwritten counts as empty.
+        words[skip] = 0;
+        let mut summary = 0;
+        for &word in &words[FIRST_SLOT..] {
+            // Branch-free: about half the slots are live, unpredictably.
+            summary |=
+                self.codec.summary_bits(word) & 0u64.wrapping_sub(u64::from(view.is_live(word)));
+        }
+        summary | header.overflow_summary()
+    }
+
+    /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
+    fn live(&self, bucket: usize, view: &View) -> u32 {
+        (FIRST_SLOT..BUCKET_WORDS)
+            .filter(|&i| view.is_live(self.word(bucket, i)))
+            .fold(0, |mask, i| mask | 1 << i)
+    }
+
+    /// Any free slot of `bucket` (the slow path, after moves or forced evictions disturbed
+    /// the round-robin order).
+    fn any_free(&self, bucket: usize, view: &View) -> Option<usize> {
+        let free = !self.live(bucket, view) & SLOTS;
+        (free != 0).then(|| free.trailing_zeros() as usize)
+    }
+
+    /// Indexes a new id whose ring entry is written. Returns whether it overflowed to its
+    /// second bucket, or `None` if no slot could be freed for it.
+    ///
+    /// Preference order: the first bucket's next slot, the second bucket's next slot, any free
+    /// slot of either, then a slot freed by moving residents (rare: it reads their ring
+    /// entries).
+    #[inline(always)]
+    pub(crate) fn place(
+        &self,
+        home: &Home,
+        word: u32,
+        view: &View,
+        flags: &mut OverflowFlags,
+    ) -> Option<bool> {
+        if let Some(slot) = self.next_free(home.first, view) {
+            self.fill_next(home.first, slot, word, home, view);
+            return Some(false);
+        }
+        self.place_elsewhere(home, word, view, flags)
+    }
+
+    /// [`place`](Self::place) when the first bucket's next slot is taken (a few percent of
+    /// new ids).
+    #[inline(never)]
+    fn place_elsewhere(
+        &self,
+        home: &Home,
+        word: u32,
+        view: &View,
+        flags: &mut OverflowFlags,
+    ) -> Option<bool> {
+        let may_overflow = self.may_overflow(home);
+        if let Some(slot) = self.next_free(home.second, view).filter(|_| may_overflow) {
+            // Counted (and the summary bit set) in the first bucket before the word appears in
+            // the second, so a reader that finds the id also knows to look there.
+            self.count_overflow(home);
+            self.fill_next(home.second, slot, word, home, view);
+            return Some(true);
+        }
+        for (bucket, overflows) in [(home.first, false), (home.second, true)] {
+            if overflows && !may_overflow {
+                break;
+            }
+            let slot = self.any_free(bucket, view).or_else(|| {
+                self.make_room(bucket, MOVE_DEPTH, view, flags)
+                    .then(|| self.any_free(bucket, view))
+                    .flatten()
+            });
+            if let Some(slot) = slot {
+                if overflows {
+                    self.count_overflow(home);
+                }
+                self.fill_at(bucket, slot, word, home);
+                return Some(overflows);
+            }
+        }
+        None
+    }
+
+    /// Frees a slot in `bucket` (which is full) by moving one of its residents that sits in
+    /// its first bucket to its second, making room there recursively up to `depth` levels.
+    /// The moved resident overflows, which `flags` records for its eviction.
+    fn make_room(&self, bucket: usize, depth: u32, view: &View, flags: &mut OverflowFlags) -> bool {
+        if self.live(bucket, view) != SLOTS {
+            return true;
+        }
+        let words: [u32; BUCKET_WORDS] = core::array::from_fn(|i| self.word(bucket, i));
+        let mut movable = [(0usize, Home::NONE); BUCKET_SLOTS];
+        let mut count = 0;
+        for (slot, &word) in words.iter().enumerate().skip(FIRST_SLOT) {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let id = self.ring_entry(word).load(Ordering::Relaxed);
+            let home = self.home(id);
+            if self.codec.tag(word) != home.tag || (home.first != bucket && home.second != bucket) {
+                // A dead word aliasing a live ring position: it names no resident.
+                self.store(bucket, slot, 0);
+                return true;
+            }
+            if home.first == bucket && self.may_overflow(&home) {
+                movable[count] = (slot, home);
+                count += 1;
+            }
+        }
+        for pass in 0..2 {
+            for &(slot, home) in &movable[..count] {
+                if self.word(bucket, slot) != words[slot] {
+                    // A deeper move went through this bucket; it may have room now.
+                    if self.any_free(bucket, view).is_some() {
+                        return true;
+                    }
+                    continue;
+                }
+                let room =
+                    pass == 0 || (depth > 1 && self.make_room(home.second, depth - 1, view, flags));
+                let Some(target) = room.then(|| self.any_free(home.second, view)).flatten() else {
+                    continue;
+                };
+                // Into the second bucket, counted, and only then out of the first: a reader
+                // that misses it in the first bucket's slots sees the count.
+                self.fill_at(home.second, target, words[slot], &home);
+                self.count_overflow(&home);
+                self.store(bucket, slot, 0);
+                flags.set(self.codec.position(words[slot]));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes `word` over the oldest live resident of `home`'s two buckets (no slot could be
+    /// freed). Returns whether the new word went to the second bucket, and whether the
+    /// resident lost its slot early: it is not the id the insertion under way evicts anyway.
+    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
+        let buckets: &[usize] =
+            if self.may_overflow(home) { &[home.first, home.second] } else { &[home.first] };
+        let mut best = (home.first, FIRST_SLOT, 0);
+        for &bucket in buckets {
+            for slot in FIRST_SLOT..BUCKET_WORDS {
+                let age = view.age(&self.codec, self.word(bucket, slot));
+                if age >= best.2 {
+                    best = (bucket, slot, age);
+                }
+            }
+        }
+        let overflowed = best.0 != home.first;
+        if overflowed {
+            self.count_overflow(home);
+        }
+        self.fill_at(best.0, best.1, word, home);
+        let due = view.is_full() && best.2 == view.len - 1;
+        (overflowed, !due)
+    }
+
+    /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
+    /// [`mix_and_prefetch`](Self::mix_and_prefetch)), what its ids will read next: the ring entries of likely
+    /// duplicates and the second buckets of ids that will look or go there.
+    pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
+        for home in homes {
+            if self.summary_admits(home) {
+                let scan = self.scan(home.first, home);
+                if let Some(word) = self.candidate(&scan, home, view) {
+                    prefetch(self.ring_entry(word));
+                    continue;
+                }
+                if scan.overflowed {
+                    self.prefetch_bucket(home.second);
+                    continue;
+                }
+            }
+            if self.next_free(home.first, view).is_none() {
+                self.prefetch_bucket(home.second);
+            }
+        }
+    }
+
+    /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
+    /// will go down.
+    pub(crate) fn prefetch_for_eviction(&self, evicted: u64) {
+        self.prefetch_bucket(self.home(evicted).first);
+    }
+
+    /// Empties every bucket.
+    ///
+    /// Words already zero are only read, not written: clearing a history that never filled
+    /// leaves the pages it never touched untouched (not resident), and a clear costs readers
+    /// (and the loom models) only the words that held something.
+    pub(crate) fn clear(&self) {
+        for word in self.storage.index() {
+            // Ordering: Relaxed load; the writer reads its own stores. Relaxed store; the
+            // Release fence before it in `History::clear` makes a reader that reads this zero
+            // (Acquire) see the new start.
+            if word.load(Ordering::Relaxed) != 0 {
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl<S: Storage> Shared<S> {
+    /// The total overflow count of a bucket, over its classes.
+    pub(crate) fn overflow_count(&self, bucket: usize) -> u64 {
+        let header = self.header(bucket);
+        (0..CLASSES).map(|class| header.count(class)).sum()
+    }
+
+    /// Checks that every bucket's counts are exactly the live ids flagged as overflowed whose
+    /// first bucket it is, class by class, and that every live id's summary bit is set in its
+    /// first bucket (and, when it sits there, in its second); panics otherwise.
+    pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
+        let buckets = self.layout.buckets();
+        let mut expected = alloc::vec![[0u64; CLASSES as usize]; buckets];
+        let ring = view.ring as usize;
+        for age in 0..view.len as usize {
+            let position = (view.tail + ring - 1 - age) % ring;
+            // Ordering: Relaxed; a check run by the writer, which reads its own stores.
+            let id = self.storage.ring()[position].load(Ordering::Relaxed);
+            let home = self.home(id);
+            assert!(self.header(home.first).admits(home.bits), "summary bits of {id}");
+            if flags.get(position) {
+                expected[home.first][home.class as usize] += 1;
+                assert!(self.header(home.second).admits(home.bits), "summary bits of {id}");
+            }
+        }
+        for (bucket, want) in expected.iter().enumerate() {
+            let header = self.header(bucket);
+            for (class, &want) in want.iter().enumerate() {
+                assert_eq!(header.count(class as u32), want, "bucket {bucket} class {class}");
+            }
+        }
+    }
+}
