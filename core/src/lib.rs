@@ -12,6 +12,8 @@
 //!   the prompt tokens in leading blocks computed before;
 //! - replays request traces ([`trace`], [`replay`]) through many history sizes and policies
 //!   in one pass, for capacity planning;
+//! - parses and checks the settings of a run once for every front end ([`setup`]): sizes
+//!   with units, lists, and one wording for every mistake;
 //! - defines the bytes replicas exchange ([`message`]) and the snapshot file format
 //!   ([`snapshot`]), so that the native crate only moves them.
 //!
@@ -35,6 +37,7 @@ pub mod message;
 pub mod names;
 pub mod output;
 pub mod replay;
+pub mod setup;
 pub mod snapshot;
 pub mod trace;
 

@@ -24,6 +24,10 @@ use serde::Deserialize;
 use crate::chain::DynamoHasher;
 use crate::output::OutputTracker;
 
+/// Lines longer than this are rejected rather than read into memory whole, by every front
+/// end.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
 /// One request of a trace, ready to replay.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {

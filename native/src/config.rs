@@ -3,7 +3,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `DYN_ROUTER_CACHE_REUSE_HISTORY` | on for `1`, `true`, `on`, `yes`; off for `0`, `false`, `off`, `no` or empty (case-insensitive, trimmed) | off |
-//! | `DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES` | the history's memory budget: bytes, or with `KiB`, `MiB`, `GiB` | 256 MiB |
+//! | `DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES` | the history's memory budget: bytes, or a number with a unit (`256MiB`, `1GB`; see [`parse_bytes`]) | 256 MiB |
 //!
 //! A value that is not understood logs one warning (through `tracing`) that names it and the
 //! value used instead, and never stops the router: an unknown switch means off, a bad budget
@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use kvreuse_core::setup::parse_bytes;
 use tracing::warn;
 
 /// The switch.
@@ -66,13 +67,16 @@ impl Config {
         let enabled = switch(&lookup, ENV_ENABLED, "the cache-reuse history");
         let history_bytes = match lookup(ENV_BYTES) {
             None => DEFAULT_HISTORY_BYTES,
-            Some(value) => parse_bytes(&value).unwrap_or_else(|| {
-                warn!(
-                    "{ENV_BYTES}={value:?} is not a positive byte count (like 268435456 or \
-                     256MiB); using the default of 256 MiB"
-                );
-                DEFAULT_HISTORY_BYTES
-            }),
+            Some(value) => match parse_bytes(&value).map(usize::try_from) {
+                Ok(Ok(bytes)) if bytes > 0 => bytes,
+                _ => {
+                    warn!(
+                        "{ENV_BYTES}={value:?} is not a positive byte count (like 268435456 or \
+                         256MiB); using the default of 256 MiB"
+                    );
+                    DEFAULT_HISTORY_BYTES
+                }
+            },
         };
         Config { enabled, history_bytes, ..Config::new(block_size) }
     }
@@ -156,43 +160,9 @@ pub(crate) fn switch(lookup: &impl Fn(&str) -> Option<String>, name: &str, what:
     }
 }
 
-/// A positive byte count, plain or with a `KiB`, `MiB` or `GiB` suffix (any case).
-fn parse_bytes(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let number: usize = text[..digits].parse().ok()?;
-    let multiple = match text[digits..].trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        _ => return None,
-    };
-    number.checked_mul(multiple).filter(|&bytes| bytes > 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_counts_parse() {
-        assert_eq!(parse_bytes("1024"), Some(1024));
-        assert_eq!(parse_bytes(" 256MiB "), Some(256 << 20));
-        assert_eq!(parse_bytes("2 gib"), Some(2 << 30));
-        for bad in [
-            "",
-            "0",
-            "0MiB",
-            "-5",
-            "12abc",
-            "1.5GiB",
-            "99999999999999999999999",
-            "18446744073709551615GiB",
-        ] {
-            assert_eq!(parse_bytes(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn builder_sets_everything() {

@@ -50,9 +50,10 @@ pub enum Error {
         /// The domain digest in the file.
         found: u64,
     },
-    /// Replica sync could not start (bad settings).
+    /// Replica sync could not start.
+    #[cfg(feature = "nats")]
     #[error("replica sync: {0}")]
-    Sync(String),
+    Sync(#[from] crate::sync::ReplicaSyncError),
 }
 
 /// `Result` with [`Error`].

@@ -31,6 +31,10 @@
 //! - `nats` (default): replica sync over NATS (the `sync` module; async-nats and tokio).
 //!   Without it the crate has no async runtime dependency.
 
+// Only the huge-page mapping of the history's arrays (`history/pages.rs`) needs `unsafe`; it
+// allows it there, with a `SAFETY` note on every block.
+#![deny(unsafe_code)]
+
 pub use kvreuse_core as core;
 
 pub mod config;
@@ -48,5 +52,5 @@ pub use error::{Error, Result};
 pub use history::SharedHistory;
 pub use kvreuse_core::history::{HistoryError, Inserted};
 #[cfg(feature = "nats")]
-pub use sync::{Sync, SyncConfig};
+pub use sync::{ReplicaSync, ReplicaSyncConfig, ReplicaSyncError};
 pub use tracker::{RequestGuard, Tracker};

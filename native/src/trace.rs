@@ -18,8 +18,7 @@ pub const BUNDLED_TRACE: &[u8] = include_bytes!("../../traces/mooncake_synthetic
 /// The bundled trace's name in messages.
 pub const BUNDLED_TRACE_NAME: &str = "bundled Mooncake synthetic trace";
 
-/// Lines longer than this are rejected rather than read into memory whole.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
+pub use kvreuse_core::trace::MAX_LINE_BYTES;
 
 /// Why a trace could not be read. Messages are complete on their own (no separate `source`).
 #[derive(Debug, thiserror::Error)]

@@ -79,6 +79,11 @@ impl Tracker {
         self.inner.as_ref().map(|inner| &inner.history)
     }
 
+    /// Whether a learn hook is set (replica sync has been started for this tracker).
+    pub fn has_learn_hook(&self) -> bool {
+        self.inner.as_ref().is_some_and(|inner| inner.on_learn.get().is_some())
+    }
+
     /// Registers what every completion's ids are also given to (at most once; later calls
     /// are ignored and return false).
     pub fn set_learn_hook(&self, hook: LearnHook) -> bool {

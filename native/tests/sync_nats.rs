@@ -2,19 +2,17 @@
 //! started by each test on a free 127.0.0.1 port and stopped by it.
 #![cfg(feature = "nats")]
 
-mod common;
-
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::Captured;
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::message::{self, Domain};
-use kvreuse::sync::{Auth, SyncConfig};
-use kvreuse::{Config, Sync, Tracker};
+use kvreuse::sync::{Auth, ReplicaSyncConfig};
+use kvreuse::{Config, ReplicaSync, Tracker};
+use kvreuse_tests::support::Captured;
 use prometheus::Registry;
 
 const BLOCK: usize = 16;
@@ -110,22 +108,23 @@ fn log_lines_containing(replica: &str, text: &str) -> usize {
 
 struct Replica {
     tracker: Tracker,
-    sync: Sync,
+    sync: ReplicaSync,
     registry: Registry,
 }
 
 impl Replica {
-    async fn start(sync: SyncConfig, name: &str) -> Replica {
+    async fn start(sync: ReplicaSyncConfig, name: &str) -> Replica {
         logs();
         let registry = Registry::new();
         let config =
             Config::new(BLOCK).with_history_bytes(1 << 20).with_const_label("router_id", name);
         let tracker = Tracker::new(&config, &registry).unwrap();
-        let sync = Sync::start(&tracker, sync.with_name(name), &config, &registry).await.unwrap();
+        let sync =
+            ReplicaSync::start(&tracker, sync.with_name(name), &config, &registry).await.unwrap();
         Replica { tracker, sync, registry }
     }
 
-    async fn warm(sync: SyncConfig, name: &str) -> Replica {
+    async fn warm(sync: ReplicaSyncConfig, name: &str) -> Replica {
         let replica = Replica::start(sync, name).await;
         tokio::time::timeout(Duration::from_secs(20), replica.sync.warmed()).await.unwrap();
         replica
@@ -142,7 +141,7 @@ impl Replica {
 
     /// A counter's or gauge's value (the series with `label` if given).
     fn metric(&self, name: &str, label: Option<&str>) -> f64 {
-        common::metric(&self.registry, name, label)
+        kvreuse_tests::support::metric(&self.registry, name, label)
     }
 
     fn received(&self, result: &str) -> f64 {
@@ -168,7 +167,7 @@ async fn within(limit: Duration, what: &str, done: impl Fn() -> bool) -> Duratio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_see_a_completion_within_a_second_and_a_fourth_catches_up() {
     let nats = Nats::start(&[]);
-    let config = || SyncConfig::new(nats.url(), domain());
+    let config = || ReplicaSyncConfig::new(nats.url(), domain());
     let a = Replica::warm(config(), "three-a").await;
     let b = Replica::warm(config(), "three-b").await;
     let c = Replica::warm(config(), "three-c").await;
@@ -211,7 +210,7 @@ async fn three_replicas_see_a_completion_within_a_second_and_a_fourth_catches_up
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_outage_costs_requests_nothing_and_sync_resumes() {
     let mut nats = Nats::start(&[]);
-    let config = || SyncConfig::new(nats.url(), domain());
+    let config = || ReplicaSyncConfig::new(nats.url(), domain());
     let a = Replica::warm(config(), "outage-a").await;
     let b = Replica::warm(config(), "outage-b").await;
 
@@ -261,8 +260,9 @@ async fn a_server_outage_costs_requests_nothing_and_sync_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_drops_and_counts_instead_of_waiting() {
     let nats = Nats::start(&[]);
-    let slow =
-        SyncConfig::new(nats.url(), domain()).with_queue(1).with_linger(Duration::from_millis(500));
+    let slow = ReplicaSyncConfig::new(nats.url(), domain())
+        .with_queue(1)
+        .with_linger(Duration::from_millis(500));
     let a = Replica::warm(slow, "queue-a").await;
     let start = Instant::now();
     for i in 0..50 {
@@ -277,7 +277,7 @@ async fn a_full_queue_drops_and_counts_instead_of_waiting() {
 async fn a_token_protected_server_refuses_ids_from_clients_without_it() {
     let nats = Nats::start(&["--auth", "s3cret"]);
     let with_token =
-        || SyncConfig::new(nats.url(), domain()).with_auth(Auth::Token("s3cret".into()));
+        || ReplicaSyncConfig::new(nats.url(), domain()).with_auth(Auth::Token("s3cret".into()));
     let r = Replica::warm(with_token(), "token-r").await;
     let ids = [11u64, 12, 13];
     let mut bytes = Vec::new();
@@ -300,7 +300,7 @@ async fn a_token_protected_server_refuses_ids_from_clients_without_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_own_and_foreign_messages_are_ignored_and_counted() {
     let nats = Nats::start(&[]);
-    let r = Replica::warm(SyncConfig::new(nats.url(), domain()), "bad-r").await;
+    let r = Replica::warm(ReplicaSyncConfig::new(nats.url(), domain()), "bad-r").await;
     let peer = async_nats::connect(nats.url()).await.unwrap();
     let encode = |source: u64, digest: u64, ids: &[u64]| {
         let mut bytes = Vec::new();
@@ -340,4 +340,51 @@ async fn bad_own_and_foreign_messages_are_ignored_and_counted() {
         [41, 42],
         "only the valid peer message"
     );
+}
+
+/// Settings that cannot work are typed errors naming the cause; a tracker is synced once,
+/// and a second start is refused before it registers or connects anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_settings_are_named_errors() {
+    use kvreuse::{Error, ReplicaSyncError};
+    // A port nothing listens on: a server that is down is retried, not an error.
+    let down = format!("nats://127.0.0.1:{}", free_port());
+    let config = Config::new(BLOCK).with_history_bytes(1 << 20);
+    let registry = Registry::new();
+    let start = |tracker: &Tracker, sync: ReplicaSyncConfig, registry: &Registry| {
+        let (tracker, config, registry) = (tracker.clone(), config.clone(), registry.clone());
+        async move { ReplicaSync::start(&tracker, sync, &config, &registry).await }
+    };
+
+    let disabled = start(&Tracker::disabled(), ReplicaSyncConfig::new(&down, domain()), &registry);
+    let error = disabled.await.unwrap_err();
+    assert!(matches!(error, Error::Sync(ReplicaSyncError::DisabledTracker)), "{error}");
+    assert!(error.to_string().contains("disabled"), "{error}");
+
+    let tracker = Tracker::new(&config, &registry).unwrap();
+    let families = registry.gather().len();
+    let first = start(&tracker, ReplicaSyncConfig::new(&down, domain()), &registry).await.unwrap();
+    let synced = registry.gather().len();
+    assert!(synced > families);
+    let other = Registry::new();
+    let error = start(&tracker, ReplicaSyncConfig::new(&down, domain()), &other).await.unwrap_err();
+    assert!(matches!(error, Error::Sync(ReplicaSyncError::AlreadySynced)), "{error}");
+    assert!(other.gather().is_empty(), "nothing registered for a refused start");
+    drop(first);
+
+    let fresh = || Tracker::new(&config, &Registry::new()).unwrap();
+    let missing = PathBuf::from("/no/such/creds/file.creds");
+    let sync = ReplicaSyncConfig::new(&down, domain()).with_auth(Auth::CredentialsFile(missing));
+    let error = start(&fresh(), sync, &Registry::new()).await.unwrap_err();
+    assert!(matches!(error, Error::Sync(ReplicaSyncError::CredentialsFile { .. })), "{error}");
+    assert!(error.to_string().contains("/no/such/creds/file.creds"), "{error}");
+
+    let sync = ReplicaSyncConfig::new("nats://[not a host", domain());
+    let error = start(&fresh(), sync, &Registry::new()).await.unwrap_err();
+    assert!(matches!(error, Error::Sync(ReplicaSyncError::Connect { .. })), "{error}");
+    assert!(error.to_string().contains("nats://[not a host"), "{error}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

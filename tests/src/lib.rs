@@ -2,7 +2,7 @@
 //!
 //! Invariant checks, one per input surface, each a function of raw bytes that panics when an
 //! invariant breaks. The fuzz targets in `fuzz/` call them with what libFuzzer generates (under
-//! AddressSanitizer); `tests/fuzz_crashers.rs` calls them with every input committed under
+//! AddressSanitizer); `tests/it/fuzz_crashers.rs` calls them with every input committed under
 //! `tests/fuzz-crashers/<target>/`, so a crash found once stays fixed. Each check compares the
 //! real code with a simple model, not only "does not crash":
 //!
@@ -14,11 +14,15 @@
 //! | [`trace_lines`] | trace line parsing | re-encoding round trip, block arithmetic |
 //! | [`sync_messages`] | replica message decoding | exact re-encoding, size classes |
 //! | [`snapshots`] | snapshot decoding | exact re-encoding, checksum |
+//!
+//! [`support`] holds what the other crates' integration tests share: reading metrics back,
+//! capturing logs, starting a binary built for the test's target.
 
 mod attempts;
 mod chains;
 mod history_ops;
 mod records;
+pub mod support;
 
 pub use attempts::attempts;
 pub use chains::chains;

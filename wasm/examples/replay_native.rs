@@ -11,27 +11,22 @@
 
 use std::time::Instant;
 
-use kvreuse_wasm::session::{Session, Settings, parse_capacity, parse_policy};
+use kvreuse_core::setup::{ReplaySettings, list_items};
+use kvreuse_wasm::session::Session;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut trace = None;
-    let mut settings = Settings::default();
+    let mut settings = ReplaySettings::default();
     let mut reps = 5usize;
     let mut warmup_runs = 1usize;
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
-            "--capacity" => {
-                settings.capacities =
-                    value()?.split(',').map(parse_capacity).collect::<Result<_, _>>()?;
-            }
-            "--policy" => {
-                settings.policies =
-                    value()?.split(',').map(parse_policy).collect::<Result<_, _>>()?;
-            }
-            "--block-size" => settings.block_size = value()?.parse()?,
-            "--warmup" => settings.warmup = value()?.parse()?,
+            "--capacity" => settings.set_capacities(list_items(&value()?))?,
+            "--policy" => settings.set_policies(list_items(&value()?))?,
+            "--block-size" => settings.trace.set_block_size(value()?.parse()?)?,
+            "--warmup" => settings.trace.set_warmup_text(&value()?)?,
             "--reps" => reps = value()?.parse()?,
             "--warmup-runs" => warmup_runs = value()?.parse()?,
             _ if trace.is_none() && !arg.starts_with("--") => trace = Some(arg),

@@ -13,7 +13,7 @@ const TYPES: &str = r#"
 /** What one `History.insertAll` did. */
 export interface Inserted {
   /** Ids that were not present and now are. */
-  inserted: number;
+  new: number;
   /** Ids evicted, oldest first, to make room. */
   evicted: number;
 }
@@ -96,7 +96,7 @@ impl History {
         let ids = js::ids(ids, "ids")?;
         let done = self.inner.insert_all(&ids);
         let out = Object::new();
-        js::set(&out, "inserted", done.new as f64);
+        js::set(&out, "new", done.new as f64);
         js::set(&out, "evicted", done.evicted as f64);
         Ok(out.into())
     }

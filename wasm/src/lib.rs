@@ -40,6 +40,8 @@
 //! The [`session`] and [`footprint`] modules hold the replay logic in plain Rust, so that the
 //! host tests and the native timing example run exactly the code the browser runs.
 
+#![forbid(unsafe_code)]
+
 pub mod footprint;
 pub mod session;
 

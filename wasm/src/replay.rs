@@ -1,11 +1,12 @@
 //! `Replay` for JS: the `kvreuse replay` engine, advanced in steps.
 
 use js_sys::{Array, Object, Reflect};
-use kvreuse_core::replay::{Capacity, Policy, Row};
+use kvreuse_core::replay::Row;
+use kvreuse_core::setup::{ReplaySettings, Setting, SetupError};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, Options, range_error, type_error};
-use crate::session::{self, Session, SessionError, Settings};
+use crate::session::{self, Session, SessionError};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
@@ -57,7 +58,14 @@ export interface ReplayReport {
 }
 "#;
 
-const KEYS: [&str; 5] = ["capacities", "policies", "blockSize", "warmup", "skipInvalid"];
+/// The options, named by the shared setup's rule (the flag in camelCase, plural for a list).
+const KEYS: [&str; 5] = [
+    Setting::Capacity.js_name(),
+    Setting::Policy.js_name(),
+    Setting::BlockSize.js_name(),
+    Setting::Warmup.js_name(),
+    Setting::SkipInvalid.js_name(),
+];
 
 fn js_error(error: &SessionError) -> JsValue {
     let value = if error.is_range() { range_error(error) } else { type_error(error) };
@@ -67,55 +75,44 @@ fn js_error(error: &SessionError) -> JsValue {
     value
 }
 
-fn settings(options: &JsValue) -> Result<Settings, JsValue> {
+fn setup_error(error: SetupError) -> JsValue {
+    js_error(&SessionError::Setup(error))
+}
+
+/// The options mapped onto the shared setup, which checks them as the command line does:
+/// lists as the text of a flag's value, numbers through the typed setters (so that no float
+/// parser or formatter is linked for them).
+fn settings(options: &JsValue) -> Result<ReplaySettings, JsValue> {
     let options = Options::new(options, "options", &KEYS)?;
-    let mut settings = Settings::default();
-    if let Some(items) = options.list("capacities")? {
-        settings.capacities = items
+    let mut settings = ReplaySettings::default();
+    for setting in [Setting::Capacity, Setting::Policy] {
+        let name = setting.js_name();
+        let Some(items) = options.list(name)? else { continue };
+        let texts = items
             .iter()
             .enumerate()
-            .map(|(i, item)| {
-                if let Some(text) = item.as_string() {
-                    session::parse_capacity(&text).map_err(|e| js_error(&e))
-                } else if item.as_f64().is_some() {
-                    match js::integer(item, &format!("options.capacities[{i}]"))? {
-                        0 => Err(range_error("a capacity must be positive")),
-                        blocks => Ok(Capacity::Blocks(blocks)),
-                    }
-                } else {
-                    Err(type_error(format_args!(
-                        "options.capacities[{i}] must be a string or a number"
-                    )))
+            .map(|(i, item)| match item.as_string() {
+                Some(text) => Ok(text),
+                // A number counts blocks, as a plain number written as text does.
+                None if setting == Setting::Capacity && item.as_f64().is_some() => {
+                    js::integer(item, &format!("options.{name}[{i}]")).map(|n| n.to_string())
                 }
+                None if setting == Setting::Capacity => Err(type_error(format_args!(
+                    "options.{name}[{i}] must be a string or a number"
+                ))),
+                None => Err(type_error(format_args!("options.{name}[{i}] must be a string"))),
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<String>, _>>()?;
+        settings.set(setting, &texts.join(",")).map_err(setup_error)?;
     }
-    if let Some(items) = options.list("policies")? {
-        settings.policies = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let name = item.as_string().ok_or_else(|| {
-                    type_error(format_args!("options.policies[{i}] must be a string"))
-                })?;
-                session::parse_policy(&name).map_err(|e| js_error(&e))
-            })
-            .collect::<Result<Vec<Policy>, _>>()?;
+    if let Some(block_size) = options.integer(Setting::BlockSize.js_name())? {
+        settings.trace.set_block_size(block_size).map_err(setup_error)?;
     }
-    if let Some(block_size) = options.integer("blockSize")? {
-        settings.block_size = block_size;
+    if let Some(warmup) = options.number(Setting::Warmup.js_name())? {
+        settings.trace.set_warmup(warmup, &js::number(warmup)).map_err(setup_error)?;
     }
-    if let Some(warmup) = options.number("warmup")? {
-        if !(0.0..1.0).contains(&warmup) {
-            return Err(range_error(format_args!(
-                "options.warmup is {}, not a fraction in [0, 1)",
-                js::number(warmup)
-            )));
-        }
-        settings.warmup = warmup;
-    }
-    if let Some(skip) = options.boolean("skipInvalid")? {
-        settings.skip_invalid = skip;
+    if let Some(skip) = options.boolean(Setting::SkipInvalid.js_name())? {
+        settings.trace.skip_invalid = skip;
     }
     Ok(settings)
 }

@@ -17,72 +17,20 @@
 
 use std::fmt;
 
-use kvreuse_core::chain::{ChainError, DynamoHasher};
-use kvreuse_core::names::{Quoted, UnknownName};
-use kvreuse_core::replay::{
-    Capacity, CapacityError, Policy, Replay, ReplayConfig, ReplayError, Row,
-};
-use kvreuse_core::trace::{Request, TraceError, parse_line};
+use kvreuse_core::chain::DynamoHasher;
+use kvreuse_core::replay::{Policy, Replay, ReplayConfig, ReplayError, Row};
+use kvreuse_core::setup::{ReplaySettings, SetupError, Warmup};
+use kvreuse_core::trace::{MAX_LINE_BYTES, Request, TraceError, parse_line};
 
 use crate::footprint;
-
-/// Lines longer than this are rejected, as `kvreuse replay` rejects them.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
-
-/// What to replay a trace against: the flags of `kvreuse replay`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// Tokens per block.
-    pub block_size: usize,
-    /// History sizes, in the order given.
-    pub capacities: Vec<Capacity>,
-    /// Eviction policies, in the order given.
-    pub policies: Vec<Policy>,
-    /// Fraction of the requests, in `[0, 1)`, that only warm the histories up.
-    pub warmup: f64,
-    /// Count and skip invalid lines instead of stopping at the first.
-    pub skip_invalid: bool,
-}
-
-impl Default for Settings {
-    /// The command line's defaults.
-    fn default() -> Self {
-        Settings {
-            block_size: 512,
-            capacities: vec![
-                Capacity::Blocks(1_000),
-                Capacity::Blocks(10_000),
-                Capacity::Blocks(100_000),
-                Capacity::Blocks(1_000_000),
-                Capacity::Infinite,
-            ],
-            policies: vec![Policy::Fifo, Policy::Lru],
-            warmup: 0.0,
-            skip_invalid: false,
-        }
-    }
-}
 
 /// Why a replay could not be set up or continued.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum SessionError {
-    /// The block size cannot hash.
-    BlockSize(ChainError),
-    /// A capacity could not be read or converted to blocks.
-    Capacity {
-        /// The capacity as written.
-        text: String,
-        /// What is wrong with it.
-        error: CapacityError,
-    },
-    /// A policy name that names no policy.
-    Policy(UnknownName),
-    /// No policy or no capacity.
-    Empty,
-    /// A warm-up outside `[0, 1)`.
-    Warmup(f64),
-    /// The engine refused the configuration or the trace.
+    /// A setting is unusable (the shared setup's judgement, as on the command line).
+    Setup(SetupError),
+    /// The engine refused the trace.
     Replay(ReplayError),
     /// A trace line is not a valid record.
     Line {
@@ -103,11 +51,9 @@ impl SessionError {
     /// input of the wrong shape (a `TypeError`).
     pub fn is_range(&self) -> bool {
         match self {
-            Self::BlockSize(_) | Self::Warmup(_) | Self::Replay(_) | Self::LineTooLong { .. } => {
-                true
-            }
-            Self::Capacity { error, .. } => !matches!(error, CapacityError::Unrecognized),
-            Self::Policy(_) | Self::Empty | Self::Line { .. } => false,
+            Self::Setup(error) => error.is_range(),
+            Self::Replay(_) | Self::LineTooLong { .. } => true,
+            Self::Line { .. } => false,
         }
     }
 
@@ -123,12 +69,8 @@ impl SessionError {
 impl fmt::Display for SessionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::BlockSize(error) => write!(f, "block size: {error}"),
-            Self::Capacity { text, error } => write!(f, "capacity {}: {error}", Quoted(text)),
-            Self::Policy(error) => error.fmt(f),
-            Self::Empty => f.write_str("give at least one policy and one capacity"),
-            // No value in the message: formatting floats costs the browser build kilobytes.
-            Self::Warmup(_) => f.write_str("warmup must be a fraction in [0, 1)"),
+            // The option's name as this front end spells it, then the shared setup's words.
+            Self::Setup(error) => write!(f, "options.{}: {error}", error.setting.js_name()),
             Self::Replay(error) => error.fmt(f),
             Self::Line { line, error } => write!(f, "line {line}: {error}"),
             Self::LineTooLong { line } => {
@@ -140,14 +82,10 @@ impl fmt::Display for SessionError {
 
 impl std::error::Error for SessionError {}
 
-/// Parses a capacity as the command line does.
-pub fn parse_capacity(text: &str) -> Result<Capacity, SessionError> {
-    Capacity::parse(text).map_err(|error| SessionError::Capacity { text: text.into(), error })
-}
-
-/// Parses a policy name as the command line does.
-pub fn parse_policy(text: &str) -> Result<Policy, SessionError> {
-    Policy::parse(text).map_err(SessionError::Policy)
+impl From<SetupError> for SessionError {
+    fn from(error: SetupError) -> Self {
+        SessionError::Setup(error)
+    }
 }
 
 /// Where a session is.
@@ -196,7 +134,7 @@ pub struct Session {
     /// Number of the next line to parse.
     line: u64,
     hasher: DynamoHasher,
-    warmup: f64,
+    warmup: Warmup,
     skip_invalid: bool,
     config: ReplayConfig,
     requests: Vec<Request>,
@@ -208,23 +146,9 @@ pub struct Session {
 
 impl Session {
     /// Checks `settings` and prepares to replay `text` (JSONL: Mooncake or token records).
-    pub fn new(text: Vec<u8>, settings: &Settings) -> Result<Session, SessionError> {
-        let hasher = DynamoHasher::new(settings.block_size).map_err(SessionError::BlockSize)?;
-        if !(0.0..1.0).contains(&settings.warmup) {
-            return Err(SessionError::Warmup(settings.warmup));
-        }
-        let capacities = settings
-            .capacities
-            .iter()
-            .map(|&c| {
-                footprint::blocks(c)
-                    .map_err(|error| SessionError::Capacity { text: format!("{c}"), error })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if settings.policies.is_empty() || capacities.is_empty() {
-            return Err(SessionError::Empty);
-        }
-        let config = ReplayConfig::grid(settings.block_size, &settings.policies, &capacities);
+    pub fn new(text: Vec<u8>, settings: &ReplaySettings) -> Result<Session, SessionError> {
+        let config = settings.grid(footprint::blocks)?;
+        let hasher = settings.trace.hasher()?;
         // Let the engine judge the configuration now rather than after a long parse.
         Replay::new(&config).map_err(SessionError::Replay)?;
         Ok(Session {
@@ -232,8 +156,8 @@ impl Session {
             cursor: 0,
             line: 1,
             hasher,
-            warmup: settings.warmup,
-            skip_invalid: settings.skip_invalid,
+            warmup: settings.trace.warmup,
+            skip_invalid: settings.trace.skip_invalid,
             config,
             requests: Vec::new(),
             skipped: 0,
@@ -300,7 +224,8 @@ impl Session {
         // The text is no longer needed.
         self.text = Vec::new();
         let total = self.requests.len();
-        self.config.set_warmup(self.warmup, total);
+        self.config.measure_from =
+            self.warmup.measure_from(Some(total as u64)).map_or(0, |n| n as usize);
         let mut engine = Replay::new(&self.config).map_err(SessionError::Replay)?;
         engine.reserve(self.requests.iter().map(|r| r.prompt_ids.len() + r.output_ids.len()).sum());
         self.engine = Some(engine);
@@ -383,7 +308,10 @@ impl Session {
                 0
             },
             block_size: self.config.block_size,
-            warmup: self.warmup,
+            warmup: match self.warmup {
+                Warmup::Fraction(f) => f,
+                Warmup::Requests(_) => 0.0,
+            },
             skipped_lines: self.skipped,
         }
     }
@@ -395,14 +323,12 @@ mod tests {
 
     const TRACE: &[u8] = include_bytes!("../../traces/mooncake_synthetic_trace.jsonl");
 
-    fn settings(capacities: &str, policies: &str, warmup: f64) -> Settings {
-        Settings {
-            block_size: 512,
-            capacities: capacities.split(',').map(|c| parse_capacity(c).unwrap()).collect(),
-            policies: policies.split(',').map(|p| parse_policy(p).unwrap()).collect(),
-            warmup,
-            skip_invalid: false,
-        }
+    fn settings(capacities: &str, policies: &str, warmup: f64) -> ReplaySettings {
+        let mut settings = ReplaySettings::default();
+        settings.set_capacities(capacities.split(',')).unwrap();
+        settings.set_policies(policies.split(',')).unwrap();
+        settings.trace.set_warmup(warmup, "").unwrap();
+        settings
     }
 
     /// Stepping in slices of any size gives what the core engine gives when fed the whole
@@ -438,13 +364,13 @@ mod tests {
     fn bad_lines_are_reported_by_number_or_skipped() {
         let text = b"{\"tokens\": [1,2,3,4]}\n\n{\"tokens\": [1, -1]}\n{\"tokens\": [5]}".to_vec();
         let mut s = settings("10", "fifo", 0.0);
-        s.block_size = 4;
+        s.trace.block_size = 4;
         let mut session = Session::new(text.clone(), &s).unwrap();
         let error = session.run().unwrap_err();
         assert_eq!(error.line(), Some(3));
         assert!(error.to_string().starts_with("line 3: "), "{error}");
         assert!(!error.is_range());
-        s.skip_invalid = true;
+        s.trace.skip_invalid = true;
         let mut session = Session::new(text, &s).unwrap();
         session.run().unwrap();
         assert_eq!((session.requests(), session.skipped_lines()), (2, 1));
@@ -454,22 +380,21 @@ mod tests {
     #[test]
     fn settings_are_checked_before_any_work() {
         let ok = settings("10", "fifo", 0.0);
-        let check = |s: &Settings| Session::new(Vec::new(), s).map(|_| ()).unwrap_err();
-        assert!(matches!(
-            check(&Settings { block_size: 0, ..ok.clone() }),
-            SessionError::BlockSize(_)
-        ));
-        assert_eq!(check(&Settings { warmup: 1.0, ..ok.clone() }), SessionError::Warmup(1.0));
-        assert_eq!(check(&Settings { policies: vec![], ..ok.clone() }), SessionError::Empty);
-        assert!(matches!(parse_capacity("10x"), Err(SessionError::Capacity { .. })));
-        assert!(parse_capacity("0").unwrap_err().is_range());
-        assert!(!parse_capacity("ten").unwrap_err().is_range());
-        assert!(matches!(parse_policy("mru"), Err(SessionError::Policy(e)) if e.name == "mru"));
-        let huge = Settings {
-            capacities: vec![Capacity::Blocks(kvreuse_core::history::MAX_CAPACITY + 1)],
+        let check = |s: &ReplaySettings| Session::new(Vec::new(), s).map(|_| ()).unwrap_err();
+        let mut zero = ok.clone();
+        zero.trace.block_size = 0;
+        let error = check(&zero);
+        assert!(error.is_range());
+        assert_eq!(error.to_string(), "options.blockSize: block size must be at least 1");
+        let none = ReplaySettings { policies: vec![], ..ok.clone() };
+        assert_eq!(check(&none).to_string(), "options.policies: give at least one policy");
+        let huge = ReplaySettings {
+            capacities: vec![kvreuse_core::replay::Capacity::Blocks(
+                kvreuse_core::history::MAX_CAPACITY + 1,
+            )],
             ..ok
         };
-        assert!(matches!(check(&huge), SessionError::Replay(_)));
+        assert!(check(&huge).is_range());
     }
 
     /// An empty trace replays to zero rows, like the command line's.

@@ -3,14 +3,15 @@
 use core::fmt;
 
 use crate::history::{BoxStorage, History, Layout};
+use crate::setup::{Quantity, QuantityError, parse_quantity};
 
 /// A history size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Capacity {
     /// A number of blocks (`1000`, `10k`, `1M`, `2G`: decimal multiples).
     Blocks(usize),
-    /// A byte budget (`64KiB`, `256MiB`, `1GiB`, `500MB`, `4096B`), converted to blocks with
-    /// the history's real footprint.
+    /// A byte budget (`64KiB`, `256MiB`, `1GiB`, `500MB`, `4096B`; units in any case),
+    /// converted to blocks with the history's real footprint.
     Bytes(usize),
     /// No limit (`inf`).
     Infinite,
@@ -46,32 +47,20 @@ impl fmt::Display for CapacityError {
 impl core::error::Error for CapacityError {}
 
 impl Capacity {
-    /// Parses one capacity.
+    /// Parses one capacity: `inf`, or a [quantity](crate::setup::parse_quantity) whose plain
+    /// number counts blocks and whose byte unit makes it a byte budget.
     pub fn parse(text: &str) -> Result<Capacity, CapacityError> {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("inf") || text.eq_ignore_ascii_case("infinite") {
+        let trimmed = text.trim();
+        if trimmed.eq_ignore_ascii_case("inf") || trimmed.eq_ignore_ascii_case("infinite") {
             return Ok(Capacity::Infinite);
         }
-        let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(CapacityError::Unrecognized);
-        }
-        let number: usize = text[..digits].parse().map_err(|_| CapacityError::Overflow)?;
-        let (bytes, multiple) = match &text[digits..] {
-            "" => (false, 1),
-            "k" | "K" => (false, 1_000),
-            "M" => (false, 1_000_000),
-            "G" => (false, 1_000_000_000),
-            "B" => (true, 1),
-            "KiB" => (true, 1 << 10),
-            "MiB" => (true, 1 << 20),
-            "GiB" => (true, 1 << 30),
-            "KB" | "kB" => (true, 1_000),
-            "MB" => (true, 1_000_000),
-            "GB" => (true, 1_000_000_000),
-            _ => return Err(CapacityError::Unrecognized),
+        let (value, bytes) = match parse_quantity(trimmed) {
+            Ok(Quantity::Number(blocks)) => (blocks, false),
+            Ok(Quantity::Bytes(bytes)) => (bytes, true),
+            Err(QuantityError::Unrecognized) => return Err(CapacityError::Unrecognized),
+            Err(QuantityError::Overflow) => return Err(CapacityError::Overflow),
         };
-        let value = number.checked_mul(multiple).ok_or(CapacityError::Overflow)?;
+        let value = usize::try_from(value).map_err(|_| CapacityError::Overflow)?;
         match (value, bytes) {
             (0, _) => Err(CapacityError::Zero),
             (v, true) => Ok(Capacity::Bytes(v)),
@@ -120,6 +109,8 @@ mod tests {
         assert_eq!(Capacity::parse("256MiB"), Ok(Capacity::Bytes(256 << 20)));
         assert_eq!(Capacity::parse("2KB"), Ok(Capacity::Bytes(2_000)));
         assert_eq!(Capacity::parse("INF"), Ok(Capacity::Infinite));
+        assert_eq!(Capacity::parse("2 gib"), Ok(Capacity::Bytes(2 << 30)));
+        assert_eq!(Capacity::parse("3k"), Ok(Capacity::Blocks(3_000)));
         for (bad, error) in [
             ("", CapacityError::Unrecognized),
             ("k", CapacityError::Unrecognized),

@@ -123,15 +123,6 @@ impl ReplayConfig {
         ReplayConfig { block_size, histories, measure_from: 0 }
     }
 
-    /// Makes the first `fraction` of `requests` requests a warm-up, as kvcache-simulator's
-    /// `--warmup` does: counting starts at request `floor(fraction * requests)`. The callers
-    /// check that `fraction` is in `[0, 1)`.
-    pub fn set_warmup(&mut self, fraction: f64, requests: usize) {
-        // `as` truncates toward zero (and saturates), which is the floor of a product that is
-        // not negative.
-        self.measure_from = (fraction * requests as f64) as usize;
-    }
-
     /// How many of a trace's `requests` requests are counted (those after the warm-up).
     pub fn counted(&self, requests: usize) -> usize {
         requests - self.measure_from.min(requests)

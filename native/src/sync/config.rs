@@ -1,9 +1,10 @@
-//! Replica sync settings: a builder for code and [`SyncConfig::from_env`] for deployments.
+//! Replica sync settings: a builder for code and [`ReplicaSyncConfig::from_env`] for deployments.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use kvreuse_core::message::Domain;
+use kvreuse_core::setup::parse_bytes;
 use tracing::warn;
 
 use crate::config::switch;
@@ -91,7 +92,7 @@ pub struct Tls {
 
 /// Replica sync settings. See the [module docs](super).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SyncConfig {
+pub struct ReplicaSyncConfig {
     pub(crate) urls: String,
     pub(crate) domain: Domain,
     pub(crate) subject_prefix: String,
@@ -104,11 +105,11 @@ pub struct SyncConfig {
     pub(crate) name: String,
 }
 
-impl SyncConfig {
+impl ReplicaSyncConfig {
     /// Sync for `domain` through the NATS server(s) at `urls` (comma-separated), with the
     /// defaults: catch-up stream of 64 MiB, no authentication, TLS when the server asks.
-    pub fn new(urls: impl Into<String>, domain: Domain) -> SyncConfig {
-        SyncConfig {
+    pub fn new(urls: impl Into<String>, domain: Domain) -> ReplicaSyncConfig {
+        ReplicaSyncConfig {
             urls: urls.into(),
             domain,
             subject_prefix: DEFAULT_SUBJECT_PREFIX.into(),
@@ -124,7 +125,7 @@ impl SyncConfig {
 
     /// Settings from the environment, or `None` when [`ENV_SYNC`] is not on. Values that are
     /// not understood log one warning each and fall back to their defaults.
-    pub fn from_env(domain: Domain) -> Option<SyncConfig> {
+    pub fn from_env(domain: Domain) -> Option<ReplicaSyncConfig> {
         Self::from_lookup(domain, |name| std::env::var(name).ok())
     }
 
@@ -132,7 +133,7 @@ impl SyncConfig {
     pub fn from_lookup(
         domain: Domain,
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> Option<SyncConfig> {
+    ) -> Option<ReplicaSyncConfig> {
         if !switch(&lookup, ENV_SYNC, "replica sync") {
             return None;
         }
@@ -140,7 +141,7 @@ impl SyncConfig {
             .or_else(|| lookup(ENV_DYNAMO_URL))
             .filter(|u| !u.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_URL.into());
-        let mut config = SyncConfig::new(urls.trim(), domain);
+        let mut config = ReplicaSyncConfig::new(urls.trim(), domain);
         let present = |name: &str| lookup(name).filter(|v| !v.is_empty());
         config.auth = match (
             present(ENV_TOKEN),
@@ -176,7 +177,8 @@ impl SyncConfig {
             config.subject_prefix = prefix;
         }
         if let Some(value) = lookup(ENV_STREAM_BYTES) {
-            match value.trim().parse::<u64>() {
+            // A number with an optional unit, as the history's budget; `0` turns catch-up off.
+            match parse_bytes(&value) {
                 Ok(bytes) if bytes <= i64::MAX as u64 => config.stream_bytes = bytes,
                 _ => warn!(
                     "{ENV_STREAM_BYTES}={value:?} is not a byte count; using the default of \
@@ -266,9 +268,9 @@ mod tests {
         Domain { model: "m".into(), block_size: 16, eagle: false, scheme: "dynamo".into() }
     }
 
-    fn from(vars: &[(&str, &str)]) -> Option<SyncConfig> {
+    fn from(vars: &[(&str, &str)]) -> Option<ReplicaSyncConfig> {
         let vars: HashMap<&str, &str> = vars.iter().copied().collect();
-        SyncConfig::from_lookup(domain(), |n| vars.get(n).map(|v| v.to_string()))
+        ReplicaSyncConfig::from_lookup(domain(), |n| vars.get(n).map(|v| v.to_string()))
     }
 
     #[test]
@@ -294,6 +296,7 @@ mod tests {
         let tls = from(&[on, (ENV_TLS, "yes"), (ENV_TLS_CA, "ca.pem")]).unwrap().tls;
         assert!(tls.required && tls.ca == Some("ca.pem".into()) && tls.client.is_none());
         let c = from(&[on, (ENV_STREAM_BYTES, "0"), (ENV_STREAM_MAX_AGE, "60")]).unwrap();
+        assert_eq!(from(&[on, (ENV_STREAM_BYTES, " 16MiB")]).unwrap().stream_bytes, 16 << 20);
         assert_eq!((c.stream_bytes, c.stream_max_age), (0, Some(Duration::from_secs(60))));
         let c = from(&[on, (ENV_STREAM_BYTES, "lots"), (ENV_STREAM_MAX_AGE, "-1")]).unwrap();
         assert_eq!((c.stream_bytes, c.stream_max_age), (DEFAULT_STREAM_BYTES, None));
@@ -302,8 +305,8 @@ mod tests {
 
     #[test]
     fn subjects_and_streams_follow_the_domain() {
-        let a = SyncConfig::new(DEFAULT_URL, domain());
-        let b = SyncConfig::new(DEFAULT_URL, Domain { block_size: 32, ..domain() });
+        let a = ReplicaSyncConfig::new(DEFAULT_URL, domain());
+        let b = ReplicaSyncConfig::new(DEFAULT_URL, Domain { block_size: 32, ..domain() });
         assert_ne!(a.subject(), b.subject());
         assert_ne!(a.stream_name(), b.stream_name());
         assert_eq!(a.subject(), format!("kvreuse.ids.{:016x}", domain().digest()));

@@ -13,12 +13,12 @@
 //!   oversized and malformed ones.
 //! - **Catch-up.** The subject is also captured by a JetStream stream bounded by bytes (and
 //!   optionally age), discarding the oldest. A replica that starts replays the stream into its
-//!   history before applying live messages, and reports [`Sync::is_warming`] until it is done.
+//!   history before applying live messages, and reports [`ReplicaSync::is_warming`] until it is done.
 //! - **Outages.** The client reconnects with a backoff from 100 ms to 5 s, logging one warning
 //!   when the connection is lost and one line when it is back; requests never wait on NATS.
 //!
 //! Authentication (token, user and password, nkey seed, credentials file) and TLS go straight
-//! to the NATS client. See [`SyncConfig`] for the settings and their environment variables.
+//! to the NATS client. See [`ReplicaSyncConfig`] for the settings and their environment variables.
 
 mod config;
 
@@ -38,14 +38,55 @@ use tracing::{info, warn};
 pub use config::*;
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::history::SharedHistory;
 use crate::metrics::opts;
 use crate::tracker::Tracker;
 
+/// Why replica sync could not start. Nothing was registered or connected, except where a
+/// variant says so.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplicaSyncError {
+    /// The tracker is disabled: it has no history to share.
+    #[error(
+        "the tracker is disabled, so it has no history to share (set {} to turn it on)",
+        crate::config::ENV_ENABLED
+    )]
+    DisabledTracker,
+    /// Replica sync was started for this tracker before; one sync per tracker.
+    #[error("this tracker is already synced (start replica sync once per tracker)")]
+    AlreadySynced,
+    /// The credentials file ([`ENV_CREDS`]) could not be read.
+    #[error("cannot read the credentials file {}: {error}", path.display())]
+    CredentialsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        error: std::io::Error,
+    },
+    /// The connection settings are unusable (a malformed URL, unreadable TLS files). A server
+    /// that is merely down is not an error: it is retried in the background.
+    #[error("cannot connect to {urls}: {error}")]
+    Connect {
+        /// The server URL(s).
+        urls: String,
+        /// What the client said.
+        error: async_nats::ConnectError,
+    },
+    /// The subscription to the domain's subject was refused.
+    #[error("cannot subscribe to {subject}: {error}")]
+    Subscribe {
+        /// The subject.
+        subject: String,
+        /// What the client said.
+        error: async_nats::SubscribeError,
+    },
+}
+
 /// A running replica sync. Dropping it stops its tasks.
 #[derive(Debug)]
-pub struct Sync {
+pub struct ReplicaSync {
     shared: Arc<Shared>,
     client: Client,
     tasks: Vec<JoinHandle<()>>,
@@ -156,7 +197,7 @@ impl SyncMetrics {
     }
 }
 
-impl Sync {
+impl ReplicaSync {
     /// Starts syncing `tracker`'s history with the other replicas of `sync`'s domain; its
     /// metrics go into `registry` with `config`'s prefix and labels. Returns at once: the
     /// connection, catch-up and publishing proceed in background tasks of the current tokio
@@ -166,13 +207,18 @@ impl Sync {
     /// (for example an unreadable credentials file).
     pub async fn start(
         tracker: &Tracker,
-        sync: SyncConfig,
+        sync: ReplicaSyncConfig,
         config: &Config,
         registry: &Registry,
-    ) -> Result<Sync> {
+    ) -> Result<ReplicaSync> {
         let Some(history) = tracker.history().cloned() else {
-            return Err(Error::Sync("the tracker is disabled".into()));
+            return Err(ReplicaSyncError::DisabledTracker.into());
         };
+        // Checked before anything is registered or connected; `set_learn_hook` below settles
+        // a race between two starts.
+        if tracker.has_learn_hook() {
+            return Err(ReplicaSyncError::AlreadySynced.into());
+        }
         let metrics = SyncMetrics::register(config, registry)?;
         let source = loop {
             let source = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u8);
@@ -207,18 +253,17 @@ impl Sync {
             }
         }));
         if !hooked {
-            return Err(Error::Sync("the tracker is already synced".into()));
+            return Err(ReplicaSyncError::AlreadySynced.into());
         }
         // Subscribe before catching up, so nothing published meanwhile is missed.
-        let subscriber = client
-            .subscribe(shared.subject.clone())
-            .await
-            .map_err(|e| Error::Sync(format!("cannot subscribe to {}: {e}", shared.subject)))?;
+        let subscriber = client.subscribe(shared.subject.clone()).await.map_err(|error| {
+            ReplicaSyncError::Subscribe { subject: shared.subject.clone(), error }
+        })?;
         let tasks = vec![
             tokio::spawn(publish(client.clone(), Arc::clone(&shared), queued, sync.linger)),
             tokio::spawn(receive(client.clone(), Arc::clone(&shared), history, subscriber, sync)),
         ];
-        Ok(Sync { shared, client, tasks })
+        Ok(ReplicaSync { shared, client, tasks })
     }
 
     /// Whether the replica is still replaying the catch-up stream.
@@ -251,7 +296,7 @@ impl Sync {
     }
 }
 
-impl Drop for Sync {
+impl Drop for ReplicaSync {
     fn drop(&mut self) {
         self.tasks.iter().for_each(JoinHandle::abort);
     }
@@ -259,7 +304,7 @@ impl Drop for Sync {
 
 /// Connects with the configured credentials, retrying in the background while the server is
 /// unreachable, with one warning per outage.
-async fn connect(sync: &SyncConfig, shared: &Arc<Shared>) -> Result<Client> {
+async fn connect(sync: &ReplicaSyncConfig, shared: &Arc<Shared>) -> Result<Client> {
     let mut options = match &sync.auth {
         Auth::None => ConnectOptions::new(),
         Auth::Token(token) => ConnectOptions::with_token(token.clone()),
@@ -269,7 +314,7 @@ async fn connect(sync: &SyncConfig, shared: &Arc<Shared>) -> Result<Client> {
         Auth::NkeySeed(seed) => ConnectOptions::with_nkey(seed.clone()),
         Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
             .await
-            .map_err(|e| Error::Sync(format!("credentials file {}: {e}", path.display())))?,
+            .map_err(|error| ReplicaSyncError::CredentialsFile { path: path.clone(), error })?,
     };
     if sync.tls.required {
         options = options.require_tls(true);
@@ -318,7 +363,7 @@ async fn connect(sync: &SyncConfig, shared: &Arc<Shared>) -> Result<Client> {
     options
         .connect(sync.urls.as_str())
         .await
-        .map_err(|e| Error::Sync(format!("cannot connect to {}: {e}", sync.urls)))
+        .map_err(|error| ReplicaSyncError::Connect { urls: sync.urls.clone(), error }.into())
 }
 
 /// 100 ms doubling to 5 s.
@@ -400,7 +445,7 @@ async fn receive(
     shared: Arc<Shared>,
     history: Arc<SharedHistory>,
     mut subscriber: async_nats::Subscriber,
-    sync: SyncConfig,
+    sync: ReplicaSyncConfig,
 ) {
     if sync.stream_bytes > 0 {
         let mut attempt = 0;
@@ -426,7 +471,7 @@ async fn catch_up(
     client: &Client,
     shared: &Shared,
     history: &SharedHistory,
-    sync: &SyncConfig,
+    sync: &ReplicaSyncConfig,
 ) -> std::result::Result<(), async_nats::Error> {
     let context = jetstream::new(client.clone());
     let mut stream = context

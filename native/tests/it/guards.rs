@@ -1,8 +1,6 @@
 //! Request guards count every request exactly once, whatever happens to the task holding
 //! them: completion, explicit abort, cancellation, panic, or many at once.
 
-mod common;
-
 use std::sync::Arc;
 
 use kvreuse::core::attempt::{Attempt, Tally};
@@ -21,7 +19,7 @@ fn tracker() -> (Tracker, Registry) {
 
 fn tally(registry: &Registry) -> Tally {
     let get = |name, label: Option<(&str, &str)>| {
-        common::metric(registry, name, label.map(|(_, value)| value)) as u64
+        kvreuse_tests::support::metric(registry, name, label.map(|(_, value)| value)) as u64
     };
     Tally {
         input_tokens: get("router_cache_loss_observation_input_tokens_total", None),

@@ -1,15 +1,16 @@
 //! `kvreuse replay` end to end: the expected numbers of the bundled and toy traces (from
 //! `traces/README` of the project's reference material), formats, options and bad input.
 
-mod common;
-
 use std::io::Write;
 use std::process::Output;
 
 use serde_json::Value;
 
 fn kvreuse(args: &[&str]) -> Output {
-    common::target_command(env!("CARGO_BIN_EXE_kvreuse")).args(args).output().unwrap()
+    kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn json(args: &[&str]) -> Value {

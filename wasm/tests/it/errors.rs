@@ -1,11 +1,9 @@
 //! Bad input throws a JS `TypeError` (wrong type or shape) or `RangeError` (out of range)
 //! with a message that names the problem; nothing panics, and a failed call changes nothing.
-#![cfg(target_arch = "wasm32")]
 
-mod common;
-
-use common::{Kind, get, json, thrown, throws};
+use crate::common::{Kind, get, json, thrown, throws};
 use js_sys::{BigInt, Uint8Array, Uint32Array};
+use kvreuse_core::setup::{ReplaySettings, Setting};
 use kvreuse_wasm::{History, Replay, block_hashes};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
@@ -85,6 +83,26 @@ fn replay_rejects_bad_options_before_reading_the_trace() {
     throws(r.step(&JsValue::from(1.5)), Kind::Range, "maxWork");
     throws(r.step(&JsValue::from_str("all")), Kind::Type, "maxWork");
     assert!(r.step(&JsValue::UNDEFINED).unwrap());
+}
+
+/// The five bad settings `cli/tests/it/bad_inputs.rs` gives the command line, as options: each
+/// throws the shared setup's words after the option's name, as the command line prints them
+/// after the flag's.
+#[wasm_bindgen_test]
+fn setting_mistakes_are_worded_by_the_shared_setup() {
+    let line = r#"{"tokens": [1, 2, 3, 4]}"#;
+    for (setting, text, option) in [
+        (Setting::Capacity, "0", r#"{"capacities": "0"}"#),
+        (Setting::Capacity, "10x", r#"{"capacities": "10x"}"#),
+        (Setting::Policy, "fifo,mru", r#"{"policies": ["fifo", "mru"]}"#),
+        (Setting::Warmup, "1.5", r#"{"warmup": 1.5}"#),
+        (Setting::BlockSize, "0", r#"{"blockSize": 0}"#),
+    ] {
+        let want = ReplaySettings::default().set(setting, text).unwrap_err();
+        let kind = if want.is_range() { Kind::Range } else { Kind::Type };
+        let error = thrown(replay(line, option), kind);
+        assert_eq!(String::from(error.message()), format!("options.{}: {want}", setting.js_name()));
+    }
 }
 
 #[wasm_bindgen_test]

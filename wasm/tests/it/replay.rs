@@ -1,11 +1,8 @@
 //! The JS `Replay` against kvreuse-core's replay engine run directly in the same test: every
 //! field of every row, at the end and after each slice of steps, for Mooncake and token
 //! traces, with and without a warm-up.
-#![cfg(target_arch = "wasm32")]
 
-mod common;
-
-use common::{get, get_u64, json};
+use crate::common::{get, get_u64, json};
 use js_sys::{Array, Uint8Array};
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::replay::{Capacity, Policy, Replay as Engine, ReplayConfig, Row};
@@ -14,8 +11,8 @@ use kvreuse_wasm::{Replay, footprint};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-const SAMPLE: &str = include_str!("../../traces/mooncake_synthetic_trace.jsonl");
-const TOY: &str = include_str!("../../traces/toy_semantics.jsonl");
+const SAMPLE: &str = include_str!("../../../traces/mooncake_synthetic_trace.jsonl");
+const TOY: &str = include_str!("../../../traces/toy_semantics.jsonl");
 
 /// The trace's requests, read line by line with the core's parser.
 fn requests(trace: &str, block_size: usize) -> Vec<Request> {

@@ -2,8 +2,6 @@
 //! over HTTP, and checks every metric family against what the replay engine and a plain
 //! `History` compute for the same requests.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -94,7 +92,7 @@ async fn scraped_metrics_equal_the_replay_engine() {
 
     let started = Instant::now();
     let mut child = Running(
-        common::target_command(example_binary())
+        kvreuse_tests::support::target_command(example_binary())
             .args(["--block-size", &BLOCK.to_string()])
             .args(["--cancel-every", &CANCEL_EVERY.to_string()])
             .args(["--abort-every", &ABORT_EVERY.to_string()])
@@ -188,7 +186,7 @@ async fn scraped_metrics_equal_the_replay_engine() {
 #[test]
 fn the_example_without_the_switch_serves_no_accounting() {
     let mut child = Running(
-        common::target_command(example_binary())
+        kvreuse_tests::support::target_command(example_binary())
             .args(["--block-size", "16", "--cancel-every", "2"])
             .arg(std::env::current_exe().unwrap().with_file_name("missing.jsonl"))
             .env_remove("DYN_ROUTER_CACHE_REUSE_HISTORY")

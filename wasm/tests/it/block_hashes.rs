@@ -1,19 +1,16 @@
 //! `blockHashes` on wasm32 reproduces every Dynamo and vLLM golden vector in the repository
 //! (the reference implementations' own outputs), through JS values as a page passes them.
-#![cfg(target_arch = "wasm32")]
 
-mod common;
-
-use common::{get, ids, json};
+use crate::common::{get, ids, json};
 use js_sys::{Array, Uint32Array};
 use kvreuse_wasm::block_hashes;
 use serde_json::{Value, json as object};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-const DYNAMO: &str = include_str!("../../core/tests/data/dynamo_block_hashes.json");
-const VLLM: &str = include_str!("../../core/tests/data/vllm_block_hashes.json");
-const VLLM_EVENT: &str = include_str!("../../core/tests/data/vllm_event_qwen3_bs16_seed42.json");
+const DYNAMO: &str = include_str!("../../../core/tests/data/dynamo_block_hashes.json");
+const VLLM: &str = include_str!("../../../core/tests/data/vllm_block_hashes.json");
+const VLLM_EVENT: &str = include_str!("../../../core/tests/data/vllm_event_qwen3_bs16_seed42.json");
 
 fn u64s(v: &Value) -> Vec<u64> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()

@@ -3,15 +3,17 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use kvreuse::core::chain::DynamoHasher;
-use kvreuse::core::replay::{Capacity, Policy, ReplayConfig, Row};
+use kvreuse::core::replay::{Capacity, Row};
+use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
 use kvreuse::trace::{self, BUNDLED_TRACE_NAME};
 use serde::Serialize;
 
-/// Arguments of `kvreuse replay`.
+/// Arguments of `kvreuse replay`. Values are checked by the shared setup in
+/// [`kvreuse::core::setup`], so that the browser build and the Python package read them alike.
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
     /// Trace files (JSONL, `.gz` read transparently): Mooncake records (`hash_ids`) or token
@@ -20,17 +22,17 @@ pub(crate) struct ReplayArgs {
     traces: Vec<PathBuf>,
     /// Tokens per block: the trace's for Mooncake records, the hashing block size for token
     /// records.
-    #[arg(long, value_name = "N", default_value_t = 512, allow_negative_numbers = true)]
-    block_size: usize,
+    #[arg(long, value_name = "N", default_value = "512", allow_hyphen_values = true)]
+    block_size: String,
     /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "1k,10k,100k,1M,inf", value_delimiter = ',', value_parser = parse_capacity)]
-    capacity: Vec<Capacity>,
+    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_CAPACITIES, allow_hyphen_values = true)]
+    capacity: Vec<String>,
     /// Eviction policies: fifo (the history's own), lru, inf; comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "fifo,lru", value_delimiter = ',', value_parser = parse_policy)]
-    policy: Vec<Policy>,
+    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_POLICIES, allow_hyphen_values = true)]
+    policy: Vec<String>,
     /// Fraction of the requests that only warm the histories up and are not counted.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction, allow_negative_numbers = true)]
-    warmup: f64,
+    #[arg(long, value_name = "FRACTION", default_value = "0", allow_hyphen_values = true)]
+    warmup: String,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -42,19 +44,26 @@ pub(crate) struct ReplayArgs {
     skip_invalid: bool,
 }
 
-fn parse_capacity(text: &str) -> Result<Capacity, String> {
-    Capacity::parse(text).map_err(|e| format!("{text:?}: {e}"))
-}
-
-fn parse_policy(text: &str) -> Result<Policy, String> {
-    Policy::parse(text).map_err(|e| e.to_string())
-}
-
-fn parse_fraction(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
-        _ => Err(format!("{text:?} is not a fraction in [0, 1)")),
+impl ReplayArgs {
+    /// The settings, checked by the shared setup; an error names the flag.
+    fn settings(&self) -> Result<ReplaySettings> {
+        let mut settings = ReplaySettings::default();
+        for (setting, text) in [
+            (Setting::BlockSize, self.block_size.clone()),
+            (Setting::Capacity, self.capacity.join(",")),
+            (Setting::Policy, self.policy.join(",")),
+            (Setting::Warmup, self.warmup.clone()),
+        ] {
+            settings.set(setting, &text).map_err(flag_error)?;
+        }
+        settings.trace.skip_invalid = self.skip_invalid;
+        Ok(settings)
     }
+}
+
+/// A setup error, prefixed with the flag it is about.
+pub(crate) fn flag_error(error: SetupError) -> anyhow::Error {
+    anyhow!("{}: {error}", error.setting.flag())
 }
 
 /// The JSON output.
@@ -105,29 +114,23 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
 }
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
-    let hasher = DynamoHasher::new(args.block_size)?;
-    let capacities = args
-        .capacity
-        .iter()
-        .map(|c| c.blocks().with_context(|| format!("capacity {c}")))
-        .collect::<Result<Vec<_>>>()?;
-    if args.policy.is_empty() || capacities.is_empty() {
-        bail!("give at least one policy and one capacity");
-    }
+    let settings = args.settings()?;
+    let mut config = settings.grid(Capacity::blocks).map_err(flag_error)?;
+    let hasher = DynamoHasher::new(settings.trace.block_size)?;
     if args.traces.is_empty() {
         eprintln!(
             "kvreuse: replaying the {BUNDLED_TRACE_NAME} (FAST'25, Apache-2.0; see traces/NOTICE)"
         );
     }
     let threads = trace::default_threads();
-    let loaded = trace::load(&args.traces, &hasher, args.skip_invalid, threads)?;
+    let loaded = trace::load(&args.traces, &hasher, settings.trace.skip_invalid, threads)?;
     if loaded.skipped > 0 {
         eprintln!("kvreuse: skipped {} invalid lines", loaded.skipped);
     }
 
-    let mut config = ReplayConfig::grid(args.block_size, &args.policy, &capacities);
     let total = loaded.requests.len();
-    config.set_warmup(args.warmup, total);
+    config.measure_from =
+        settings.trace.warmup.measure_from(Some(total as u64)).map_or(0, |n| n as usize);
     let progress = if std::io::stderr().is_terminal() && total >= 100_000 {
         ProgressBar::new(total as u64).with_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} requests {eta}")
@@ -147,11 +150,15 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
+        let warmup = match settings.trace.warmup {
+            Warmup::Fraction(f) => f,
+            Warmup::Requests(_) => 0.0,
+        };
         let report = Report {
             requests: total,
             measured_requests: config.counted(total),
-            block_size: args.block_size,
-            warmup: args.warmup,
+            block_size: settings.trace.block_size,
+            warmup,
             skipped_lines: loaded.skipped,
             rows: rows.iter().map(JsonRow::from).collect(),
         };
@@ -159,7 +166,8 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         writeln!(out)?;
     } else {
         let measured = config.counted(total);
-        writeln!(out, "{total} requests ({measured} counted), block size {}", args.block_size)?;
+        let block_size = settings.trace.block_size;
+        writeln!(out, "{total} requests ({measured} counted), block size {block_size}")?;
         write_table(&mut out, &rows)?;
     }
     out.flush().context("cannot write stdout")

@@ -1,13 +1,11 @@
 //! Every environment case of the configuration: the value it yields and the exact warning (or
 //! none) it logs.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::Captured;
 use kvreuse::Config;
 use kvreuse::config::{DEFAULT_HISTORY_BYTES, ENV_BYTES, ENV_ENABLED};
+use kvreuse_tests::support::Captured;
 
 /// The config from these variables, and the warnings logged while building it.
 fn from_vars(vars: &[(&str, &str)]) -> (Config, Vec<String>) {
@@ -63,6 +61,10 @@ fn the_budget() {
         (" 512MiB ", 512 << 20),
         ("2GiB", 2 << 30),
         ("3gib", 3 << 30),
+        // The unit syntax every size shares (`kvreuse_core::setup::parse_quantity`).
+        ("12MB", 12_000_000),
+        ("12 TiB", 12 << 40),
+        ("5k", 5_000),
     ] {
         let (config, warnings) = from_vars(&[on, (ENV_BYTES, value)]);
         assert_eq!(config.history_bytes(), bytes, "{value:?}");
@@ -76,8 +78,8 @@ fn the_budget() {
         "",
         "lots",
         "1.5GiB",
-        "12MB",
-        "12 TiB",
+        "12XB",
+        "1e9",
         "99999999999999999999999",
         "18446744073709551615GiB",
         "0x100",

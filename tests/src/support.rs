@@ -1,6 +1,5 @@
-//! Helpers shared by the integration tests: reading metrics back from a registry, capturing
-//! `tracing` output, and starting the project's binaries.
-#![allow(dead_code)] // each test file uses some of them
+//! Helpers for the integration tests of the other crates: reading metrics back from a
+//! registry, capturing `tracing` output, and starting a binary built for the test's target.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -12,7 +11,7 @@ use prometheus::proto::MetricType;
 
 /// The value of metric `dynamo_component_{name}`, summed over the series that carry a label
 /// with value `label` (all series when `None`).
-pub(crate) fn metric(registry: &Registry, name: &str, label: Option<&str>) -> f64 {
+pub fn metric(registry: &Registry, name: &str, label: Option<&str>) -> f64 {
     let name = format!("dynamo_component_{name}");
     registry
         .gather()
@@ -28,17 +27,17 @@ pub(crate) fn metric(registry: &Registry, name: &str, label: Option<&str>) -> f6
 }
 
 /// A `tracing` writer that keeps what is written.
-#[derive(Clone, Default)]
-pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
+#[derive(Clone, Debug, Default)]
+pub struct Captured(pub Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
     /// Everything written so far.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 
     /// A plain-text subscriber writing here.
-    pub(crate) fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
         let writer = self.clone();
         tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
@@ -65,7 +64,7 @@ impl Write for Captured {
 /// runner named in `CARGO_TARGET_<TRIPLE>_RUNNER` (`scripts/test-aarch64` sets it to
 /// `qemu-aarch64 -L ...`), and the test inherits that variable: a binary the test starts goes
 /// through the same runner. Natively the variable is unset and `program` runs directly.
-pub(crate) fn target_command(program: impl AsRef<OsStr>) -> Command {
+pub fn target_command(program: impl AsRef<OsStr>) -> Command {
     let runner = match std::env::consts::ARCH {
         "aarch64" => std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").ok(),
         _ => None,

@@ -1,17 +1,15 @@
 //! `kvreuse hash` end to end: the golden vectors through the binary, and bad input.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
-const DYNAMO: &str = include_str!("../../core/tests/data/dynamo_block_hashes.json");
-const VLLM_EVENT: &str = include_str!("../../core/tests/data/vllm_event_qwen3_bs16_seed42.json");
+const DYNAMO: &str = include_str!("../../../core/tests/data/dynamo_block_hashes.json");
+const VLLM_EVENT: &str = include_str!("../../../core/tests/data/vllm_event_qwen3_bs16_seed42.json");
 
 fn kvreuse_hash(args: &[&str], stdin: &str) -> Output {
-    let mut child = common::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+    let mut child = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
         .arg("hash")
         .args(args)
         .stdin(Stdio::piped())

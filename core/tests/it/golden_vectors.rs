@@ -6,9 +6,9 @@ use kvreuse_core::chain::{
 };
 use serde_json::Value;
 
-const DYNAMO: &str = include_str!("data/dynamo_block_hashes.json");
-const VLLM: &str = include_str!("data/vllm_block_hashes.json");
-const VLLM_EVENT: &str = include_str!("data/vllm_event_qwen3_bs16_seed42.json");
+const DYNAMO: &str = include_str!("../data/dynamo_block_hashes.json");
+const VLLM: &str = include_str!("../data/vllm_block_hashes.json");
+const VLLM_EVENT: &str = include_str!("../data/vllm_event_qwen3_bs16_seed42.json");
 
 fn u64s(v: &Value) -> Vec<u64> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()

@@ -1,8 +1,5 @@
 //! Helpers shared by the wasm-bindgen tests: JS values in, JS values out.
 
-// Each test binary uses a different subset.
-#![allow(dead_code)]
-
 use js_sys::{BigUint64Array, Error, JSON, RangeError, Reflect, TypeError};
 use wasm_bindgen::{JsCast, JsValue};
 

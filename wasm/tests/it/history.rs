@@ -1,12 +1,9 @@
 //! The JS `History` against the core history built on wasm32 and against a naive model (a
 //! queue and a linear scan); ids cross as `BigInt`s without losing a bit.
-#![cfg(target_arch = "wasm32")]
-
-mod common;
 
 use std::collections::VecDeque;
 
-use common::{get_u64, ids, json};
+use crate::common::{get_u64, ids, json};
 use js_sys::{Array, BigInt, BigUint64Array};
 use kvreuse_core::history::History as CoreHistory;
 use kvreuse_wasm::History;
@@ -44,14 +41,14 @@ fn fifo_eviction_in_numbers() {
     assert_eq!((h.len(), h.capacity(), h.is_empty(), h.is_full()), (0, 100, true, false));
     let first: Vec<u64> = (1..=150).collect();
     let done = h.insert_all(&id_array(&first)).unwrap();
-    assert_eq!((get_u64(&done, "inserted"), get_u64(&done, "evicted")), (150, 50));
+    assert_eq!((get_u64(&done, "new"), get_u64(&done, "evicted")), (150, 50));
     assert_eq!((h.len(), h.is_full(), h.is_empty()), (100, true, false));
     assert_eq!(ids(h.oldest_first().into()), (51..=150).collect::<Vec<_>>());
     assert!(!h.contains(&BigInt::from(50u64).into()).unwrap());
     assert!(h.contains(&BigInt::from(51u64).into()).unwrap());
     // Present ids are skipped: no room taken, no age changed.
     let again = h.insert_all(&id_array(&[51, 150])).unwrap();
-    assert_eq!((get_u64(&again, "inserted"), get_u64(&again, "evicted")), (0, 0));
+    assert_eq!((get_u64(&again, "new"), get_u64(&again, "evicted")), (0, 0));
     assert_eq!(h.seen_prefix_len(&id_array(&[60, 61, 7, 62])).unwrap(), 2);
     h.clear();
     assert_eq!((h.len(), h.capacity(), h.is_empty()), (0, 100, true));
@@ -99,7 +96,7 @@ fn matches_a_naive_model() {
                 }
             }
             let done = h.insert_all(&id_array(batch)).unwrap();
-            assert_eq!((get_u64(&done, "inserted"), get_u64(&done, "evicted")), (new, evicted));
+            assert_eq!((get_u64(&done, "new"), get_u64(&done, "evicted")), (new, evicted));
             assert_eq!(h.len(), model.len());
         }
         assert_eq!(ids(h.oldest_first().into()), model.iter().copied().collect::<Vec<_>>());

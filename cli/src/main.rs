@@ -1,4 +1,9 @@
 //! The `kvreuse` command-line tool: replay request traces, hash token blocks.
+//!
+//! Only the command line lives here (flags, tables, plots, progress); every number comes from
+//! `kvreuse-core` through the `kvreuse` library, and every setting is checked by the shared
+//! setup in `kvreuse_core::setup`, so the browser build and the Python package agree with it.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

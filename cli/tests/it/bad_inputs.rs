@@ -2,16 +2,15 @@
 //! check that it gets a clear error (or a counted, logged fallback) and changes no state.
 //! `catalogue_size` counts them (the README's Reliability section quotes the count).
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::Output;
 
-use common::Captured;
 use kvreuse::core::message::{self, MessageError};
+use kvreuse::core::setup::{ReplaySettings, Setting};
 use kvreuse::{Config, Error, SharedHistory};
+use kvreuse_tests::support::Captured;
 
 // ---------------------------------------------------------------- environment
 
@@ -38,10 +37,7 @@ fn environment_values_fall_back_with_one_warning_naming_them() {
         ]);
         vars.insert(name.to_string(), value.to_string());
         let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber =
-            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-        let (config, sync) = tracing::subscriber::with_default(subscriber, || {
+        let (config, sync) = tracing::subscriber::with_default(captured.subscriber(), || {
             let lookup = |n: &str| vars.get(n).cloned();
             let domain = message::Domain {
                 model: "m".into(),
@@ -49,7 +45,10 @@ fn environment_values_fall_back_with_one_warning_naming_them() {
                 eagle: false,
                 scheme: "dynamo".into(),
             };
-            (Config::from_lookup(16, lookup), kvreuse::SyncConfig::from_lookup(domain, lookup))
+            (
+                Config::from_lookup(16, lookup),
+                kvreuse::ReplicaSyncConfig::from_lookup(domain, lookup),
+            )
         });
         let logs = captured.text();
         assert_eq!(logs.lines().count(), 1, "{name}={value:?}: {logs}");
@@ -69,7 +68,7 @@ fn environment_values_fall_back_with_one_warning_naming_them() {
 // ---------------------------------------------------------------- command line
 
 fn kvreuse(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = common::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+    let mut child = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -114,6 +113,31 @@ fn command_line_mistakes_are_one_line_errors_with_status_2() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line, got {stderr:?}");
         assert!(stderr.starts_with("kvreuse: error: "), "{stderr}");
         assert!(stderr.contains(mention), "{args:?}: {stderr:?} should mention {mention:?}");
+    }
+}
+
+/// Five bad settings, in the shared setup's terms; `wasm/tests/it/errors.rs` gives the browser
+/// build the same five.
+const SETUP_MISTAKES: [(Setting, &str); 5] = [
+    (Setting::Capacity, "0"),
+    (Setting::Capacity, "10x"),
+    (Setting::Policy, "fifo,mru"),
+    (Setting::Warmup, "1.5"),
+    (Setting::BlockSize, "0"),
+];
+
+/// The command line words a bad setting exactly as the shared setup in core does, after the
+/// flag's name, as the browser build does after its option's name.
+#[test]
+fn setting_mistakes_are_worded_by_the_shared_setup() {
+    for (setting, text) in SETUP_MISTAKES {
+        let want = ReplaySettings::default().set(setting, text).unwrap_err();
+        let out = kvreuse(&["replay", setting.flag(), text], b"");
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("kvreuse: error: {}: {want}\n", setting.flag())
+        );
     }
 }
 
@@ -290,6 +314,7 @@ fn catalogue_size() {
     let dir = tempfile::tempdir().unwrap();
     let total = ENVIRONMENT.len()
         + COMMAND_LINE.len()
+        + SETUP_MISTAKES.len()
         + trace_lines().len()
         + messages().len()
         + snapshots(dir.path()).len();

@@ -1,0 +1,5 @@
+//! The command-line tool end to end, in one binary (one link instead of one per file).
+
+mod bad_inputs;
+mod hash;
+mod replay;

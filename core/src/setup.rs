@@ -1,0 +1,621 @@
+//! Run settings as people write them, parsed and checked once for every front end.
+//!
+//! The command line, the browser build and the Python package take the same settings under
+//! their own names: `--capacity 1k,10k` on the command line, `capacities: "1k,10k"` in
+//! JavaScript, `capacities="1k,10k"` in Python. Each front end only maps its flags or keys onto
+//! a [`Setting`] and hands the value here, so a value means the same everywhere, a bad one gets
+//! the same message everywhere (the front end puts its own name for the setting in front:
+//! [`Setting::flag`], [`Setting::js_name`], [`Setting::python_name`]), and a new setting is
+//! added in one place.
+//!
+//! - [`parse_quantity`] reads "a number with an optional unit", the one syntax for sizes and
+//!   counts: history capacities, byte budgets in environment variables, worker caches.
+//! - [`ReplaySettings`] holds what `kvreuse replay` is asked for and turns it into the
+//!   engine's [`ReplayConfig`]; [`TraceSettings`] is the part every run over a trace shares
+//!   (block size, warm-up, invalid lines).
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::chain::{ChainError, DynamoHasher, check_block_size};
+use crate::history::MAX_CAPACITY;
+use crate::names::{Quoted, UnknownName};
+use crate::replay::{Capacity, CapacityError, Policy, ReplayConfig};
+
+/// A setting of a run, by the names each front end gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Setting {
+    /// Tokens per block.
+    BlockSize,
+    /// History sizes (a list).
+    Capacity,
+    /// Eviction policies (a list).
+    Policy,
+    /// The share of the requests that only warms the histories up.
+    Warmup,
+    /// The number of requests that only warm the histories up.
+    WarmupRequests,
+    /// Count and skip invalid records instead of stopping at the first.
+    SkipInvalid,
+}
+
+impl Setting {
+    /// The command-line flag: `--capacity`.
+    pub const fn flag(self) -> &'static str {
+        match self {
+            Setting::BlockSize => "--block-size",
+            Setting::Capacity => "--capacity",
+            Setting::Policy => "--policy",
+            Setting::Warmup => "--warmup",
+            Setting::WarmupRequests => "--warmup-requests",
+            Setting::SkipInvalid => "--skip-invalid",
+        }
+    }
+
+    /// The JavaScript option: the flag in camelCase, plural when it takes a list.
+    pub const fn js_name(self) -> &'static str {
+        match self {
+            Setting::BlockSize => "blockSize",
+            Setting::Capacity => "capacities",
+            Setting::Policy => "policies",
+            Setting::Warmup => "warmup",
+            Setting::WarmupRequests => "warmupRequests",
+            Setting::SkipInvalid => "skipInvalid",
+        }
+    }
+
+    /// The Python keyword: the flag in snake_case, plural when it takes a list.
+    pub const fn python_name(self) -> &'static str {
+        match self {
+            Setting::BlockSize => "block_size",
+            Setting::Capacity => "capacities",
+            Setting::Policy => "policies",
+            Setting::Warmup => "warmup",
+            Setting::WarmupRequests => "warmup_requests",
+            Setting::SkipInvalid => "skip_invalid",
+        }
+    }
+
+    /// What one value of the setting is called in messages.
+    const fn noun(self) -> &'static str {
+        match self {
+            Setting::BlockSize => "block size",
+            Setting::Capacity => "capacity",
+            Setting::Policy => "policy",
+            Setting::Warmup | Setting::WarmupRequests => "warm-up",
+            Setting::SkipInvalid => "switch",
+        }
+    }
+}
+
+/// A setting that cannot be used, and why. `Display` prints the reason only; each front end
+/// puts its name for [`setting`](Self::setting) in front.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetupError {
+    /// The setting at fault.
+    pub setting: Setting,
+    /// What is wrong with it.
+    pub problem: Problem,
+}
+
+/// What is wrong with a setting.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// A size that cannot be read or used, as written.
+    Capacity {
+        /// The value as written.
+        text: String,
+        /// What is wrong with it.
+        error: CapacityError,
+    },
+    /// A name that names nothing of its kind.
+    Name(UnknownName),
+    /// An empty list.
+    Empty,
+    /// Not a number in `[0, 1)`, as written.
+    NotAFraction(String),
+    /// Not a whole number, as written.
+    NotACount(String),
+    /// A block size the hash chains cannot use.
+    BlockSize(ChainError),
+    /// The setting does not apply to this kind of run.
+    NotASetting,
+}
+
+impl SetupError {
+    fn new(setting: Setting, problem: Problem) -> SetupError {
+        SetupError { setting, problem }
+    }
+
+    /// Whether the value is out of its range (a JavaScript `RangeError`, a Python
+    /// `ValueError`) rather than of the wrong kind (a `TypeError`).
+    pub fn is_range(&self) -> bool {
+        match &self.problem {
+            Problem::Capacity { error, .. } => !matches!(error, CapacityError::Unrecognized),
+            Problem::NotAFraction(_) | Problem::BlockSize(_) => true,
+            Problem::Name(_) | Problem::Empty | Problem::NotACount(_) | Problem::NotASetting => {
+                false
+            }
+        }
+    }
+}
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.problem {
+            Problem::Capacity { text, error } => write!(f, "{}: {error}", Quoted(text)),
+            Problem::Name(error) => error.fmt(f),
+            Problem::Empty => write!(f, "give at least one {}", self.setting.noun()),
+            Problem::NotAFraction(text) => write!(f, "{text} is not a fraction in [0, 1)"),
+            Problem::NotACount(text) => write!(f, "{} is not a whole number", Quoted(text)),
+            Problem::BlockSize(error) => error.fmt(f),
+            Problem::NotASetting => write!(f, "not a setting of this kind of run"),
+        }
+    }
+}
+
+impl core::error::Error for SetupError {}
+
+/// A number with an optional unit (see [`parse_quantity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quantity {
+    /// A plain number, or one with a decimal multiple for counts (`k`, `M`, `G`); what it
+    /// counts is the caller's to say (blocks for a capacity, bytes for a byte budget).
+    Number(u64),
+    /// A number of bytes: with `B`, `KB`, `MB`, `GB`, `TB` (powers of 1000) or `KiB`, `MiB`,
+    /// `GiB`, `TiB` (powers of 1024).
+    Bytes(u64),
+}
+
+/// Why a quantity could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantityError {
+    /// Not digits followed by a known unit.
+    Unrecognized,
+    /// Beyond `u64`.
+    Overflow,
+}
+
+/// Reads "a number with an optional unit": digits, then optionally `k`, `M`, `G` (counts:
+/// thousands, millions, billions) or a byte unit, `B`, `KB`, `MB`, `GB`, `TB`, `KiB`, `MiB`,
+/// `GiB`, `TiB`. Units are case-insensitive; blanks around the number and the unit are
+/// ignored. Zero is returned as it is: whether it is allowed is the caller's to say.
+pub fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(QuantityError::Unrecognized);
+    }
+    let number: u64 = text[..digits].parse().map_err(|_| QuantityError::Overflow)?;
+    let unit = text[digits..].trim_start();
+    // Units are a few ASCII letters; anything longer is not one.
+    let mut lower = [0u8; 3];
+    if unit.len() > lower.len() {
+        return Err(QuantityError::Unrecognized);
+    }
+    for (l, b) in lower.iter_mut().zip(unit.bytes()) {
+        *l = b.to_ascii_lowercase();
+    }
+    let (bytes, multiple): (bool, u64) = match &lower[..unit.len()] {
+        b"" => (false, 1),
+        b"k" => (false, 1_000),
+        b"m" => (false, 1_000_000),
+        b"g" => (false, 1_000_000_000),
+        b"b" => (true, 1),
+        b"kb" => (true, 1_000),
+        b"mb" => (true, 1_000_000),
+        b"gb" => (true, 1_000_000_000),
+        b"tb" => (true, 1_000_000_000_000),
+        b"kib" => (true, 1 << 10),
+        b"mib" => (true, 1 << 20),
+        b"gib" => (true, 1 << 30),
+        b"tib" => (true, 1 << 40),
+        _ => return Err(QuantityError::Unrecognized),
+    };
+    let value = number.checked_mul(multiple).ok_or(QuantityError::Overflow)?;
+    Ok(if bytes { Quantity::Bytes(value) } else { Quantity::Number(value) })
+}
+
+/// A byte count: a plain number is bytes, a unit may say otherwise (`256MiB`). For the byte
+/// budgets of the environment variables.
+pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
+    match parse_quantity(text)? {
+        Quantity::Number(bytes) | Quantity::Bytes(bytes) => Ok(bytes),
+    }
+}
+
+/// The items of a comma-separated list, blanks around each ignored.
+pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim)
+}
+
+/// Reads a fraction in `[0, 1)`; `text` names it in the error.
+pub fn parse_fraction(text: &str) -> Result<f64, Problem> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err(Problem::NotAFraction(text.into())),
+    }
+}
+
+/// Which requests only warm the histories up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Warmup {
+    /// The first `floor(fraction * requests)` requests, as kvcache-simulator's `--warmup`;
+    /// needs the number of requests in advance.
+    Fraction(f64),
+    /// The first `n` requests.
+    Requests(u64),
+}
+
+impl Warmup {
+    /// The number of the first counted request, for a trace of `requests` requests (which a
+    /// fraction needs; `None` when it is not known).
+    pub fn measure_from(self, requests: Option<u64>) -> Option<u64> {
+        match self {
+            // `as` truncates toward zero (and saturates), which is the floor of a product
+            // that is not negative.
+            Warmup::Fraction(0.0) => Some(0),
+            Warmup::Fraction(f) => requests.map(|n| (f * n as f64) as u64),
+            Warmup::Requests(n) => Some(n),
+        }
+    }
+
+    /// Whether the warm-up needs the number of requests before the replay starts.
+    pub fn needs_count(self) -> bool {
+        matches!(self, Warmup::Fraction(f) if f != 0.0)
+    }
+}
+
+/// What every run over a trace is asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSettings {
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Which requests only warm up.
+    pub warmup: Warmup,
+    /// Count and skip invalid records instead of stopping at the first.
+    pub skip_invalid: bool,
+}
+
+impl Default for TraceSettings {
+    /// The command line's defaults.
+    fn default() -> Self {
+        TraceSettings { block_size: 512, warmup: Warmup::Fraction(0.0), skip_invalid: false }
+    }
+}
+
+impl TraceSettings {
+    /// Sets the block size, which the hash chains must be able to use (at least 1).
+    pub fn set_block_size(&mut self, block_size: usize) -> Result<(), SetupError> {
+        check_block_size(block_size)
+            .map_err(|e| SetupError::new(Setting::BlockSize, Problem::BlockSize(e)))?;
+        self.block_size = block_size;
+        Ok(())
+    }
+
+    /// The hasher of token records at this block size.
+    pub fn hasher(&self) -> Result<DynamoHasher, SetupError> {
+        DynamoHasher::new(self.block_size)
+            .map_err(|e| SetupError::new(Setting::BlockSize, Problem::BlockSize(e)))
+    }
+
+    /// Sets the warm-up to a share of the requests, `fraction` in `[0, 1)`; `written` is how
+    /// the caller's user wrote it, for the error.
+    pub fn set_warmup(&mut self, fraction: f64, written: &str) -> Result<(), SetupError> {
+        if !(0.0..1.0).contains(&fraction) {
+            return Err(SetupError::new(Setting::Warmup, Problem::NotAFraction(written.into())));
+        }
+        self.warmup = Warmup::Fraction(fraction);
+        Ok(())
+    }
+
+    /// Sets the warm-up from a fraction as written (`"0.5"`).
+    pub fn set_warmup_text(&mut self, text: &str) -> Result<(), SetupError> {
+        let fraction = parse_fraction(text).map_err(|p| SetupError::new(Setting::Warmup, p))?;
+        self.set_warmup(fraction, text)
+    }
+
+    /// Sets the warm-up to the first `requests` requests.
+    pub fn set_warmup_requests(&mut self, requests: u64) {
+        self.warmup = Warmup::Requests(requests);
+    }
+
+    /// Sets `setting` from its text as a user wrote it (a flag's value). `Ok(false)` when the
+    /// setting is not one of a trace's.
+    pub fn set(&mut self, setting: Setting, text: &str) -> Result<bool, SetupError> {
+        match setting {
+            Setting::BlockSize => self.set_block_size(parse_count(setting, text)?)?,
+            Setting::Warmup => self.set_warmup_text(text)?,
+            Setting::WarmupRequests => self.set_warmup_requests(parse_count(setting, text)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// A whole number as written (blanks around it ignored), in the range of `T`.
+fn parse_count<T: core::str::FromStr>(setting: Setting, text: &str) -> Result<T, SetupError> {
+    text.trim().parse().map_err(|_| SetupError::new(setting, Problem::NotACount(text.into())))
+}
+
+/// What `kvreuse replay` is asked for: the trace settings and the grid of histories.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplaySettings {
+    /// How the trace is read and counted.
+    pub trace: TraceSettings,
+    /// History sizes, in the order given.
+    pub capacities: Vec<Capacity>,
+    /// Eviction policies, in the order given.
+    pub policies: Vec<Policy>,
+}
+
+impl Default for ReplaySettings {
+    /// The command line's defaults: [`DEFAULT_CAPACITIES`](Self::DEFAULT_CAPACITIES) and
+    /// [`DEFAULT_POLICIES`](Self::DEFAULT_POLICIES).
+    fn default() -> Self {
+        ReplaySettings {
+            trace: TraceSettings::default(),
+            capacities: vec![
+                Capacity::Blocks(1_000),
+                Capacity::Blocks(10_000),
+                Capacity::Blocks(100_000),
+                Capacity::Blocks(1_000_000),
+                Capacity::Infinite,
+            ],
+            policies: vec![Policy::Fifo, Policy::Lru],
+        }
+    }
+}
+
+impl ReplaySettings {
+    /// The default capacities, as the command line's help writes them.
+    pub const DEFAULT_CAPACITIES: &'static str = "1k,10k,100k,1M,inf";
+
+    /// The default policies, as the command line's help writes them.
+    pub const DEFAULT_POLICIES: &'static str = "fifo,lru";
+
+    /// Parses one capacity as written (`10k`, `256MiB`, `inf`).
+    pub fn parse_capacity(text: &str) -> Result<Capacity, SetupError> {
+        Capacity::parse(text).map_err(|error| {
+            SetupError::new(Setting::Capacity, Problem::Capacity { text: text.into(), error })
+        })
+    }
+
+    /// Parses one policy name.
+    pub fn parse_policy(text: &str) -> Result<Policy, SetupError> {
+        Policy::parse(text).map_err(|e| SetupError::new(Setting::Policy, Problem::Name(e)))
+    }
+
+    /// Sets the capacities from their texts (the items of a list).
+    pub fn set_capacities<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), SetupError> {
+        self.capacities = items.into_iter().map(Self::parse_capacity).collect::<Result<_, _>>()?;
+        Ok(())
+    }
+
+    /// Sets `setting` from its text as a user wrote it: a flag's value, a list comma-separated.
+    /// The one way every front end hands a setting over, so that each value reads, and fails,
+    /// alike everywhere.
+    pub fn set(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
+        let is_list = matches!(setting, Setting::Capacity | Setting::Policy);
+        if is_list && text.trim().is_empty() {
+            return Err(SetupError::new(setting, Problem::Empty));
+        }
+        match setting {
+            Setting::Capacity => self.set_capacities(list_items(text)),
+            Setting::Policy => self.set_policies(list_items(text)),
+            _ => match self.trace.set(setting, text)? {
+                true => Ok(()),
+                false => Err(SetupError::new(setting, Problem::NotASetting)),
+            },
+        }
+    }
+
+    /// Sets the policies from their names (the items of a list).
+    pub fn set_policies<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), SetupError> {
+        self.policies = items.into_iter().map(Self::parse_policy).collect::<Result<_, _>>()?;
+        Ok(())
+    }
+
+    /// The engine's configuration: every policy at every capacity, each capacity converted to
+    /// blocks by `blocks` (byte budgets depend on the footprint of the target the numbers are
+    /// for). The warm-up is not placed yet (see [`Warmup::measure_from`]).
+    pub fn grid(
+        &self,
+        blocks: impl Fn(Capacity) -> Result<Option<usize>, CapacityError>,
+    ) -> Result<ReplayConfig, SetupError> {
+        let capacity_error = |capacity: &Capacity, error| {
+            let text = alloc::format!("{capacity}");
+            SetupError::new(Setting::Capacity, Problem::Capacity { text, error })
+        };
+        let capacities = self
+            .capacities
+            .iter()
+            .map(|c| match blocks(*c) {
+                Ok(Some(b)) if b > MAX_CAPACITY => Err(capacity_error(c, CapacityError::Overflow)),
+                Ok(b) => Ok(b),
+                Err(error) => Err(capacity_error(c, error)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.trace.hasher()?;
+        if self.policies.is_empty() {
+            return Err(SetupError::new(Setting::Policy, Problem::Empty));
+        }
+        if capacities.is_empty() {
+            return Err(SetupError::new(Setting::Capacity, Problem::Empty));
+        }
+        Ok(ReplayConfig::grid(self.trace.block_size, &self.policies, &capacities))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn quantities_read_every_unit_in_any_case() {
+        use Quantity::{Bytes, Number};
+        for (text, want) in [
+            ("0", Number(0)),
+            ("123", Number(123)),
+            (" 7 ", Number(7)),
+            ("10k", Number(10_000)),
+            ("10K", Number(10_000)),
+            ("3M", Number(3_000_000)),
+            ("3m", Number(3_000_000)),
+            ("2G", Number(2_000_000_000)),
+            ("4096B", Bytes(4096)),
+            ("4096 b", Bytes(4096)),
+            ("2KB", Bytes(2_000)),
+            ("2kb", Bytes(2_000)),
+            ("5MB", Bytes(5_000_000)),
+            ("5GB", Bytes(5_000_000_000)),
+            ("5TB", Bytes(5_000_000_000_000)),
+            ("64KiB", Bytes(64 << 10)),
+            ("256MiB", Bytes(256 << 20)),
+            ("256 mib ", Bytes(256 << 20)),
+            ("3GiB", Bytes(3 << 30)),
+            ("2TiB", Bytes(2 << 40)),
+            ("2tib", Bytes(2 << 40)),
+        ] {
+            assert_eq!(parse_quantity(text), Ok(want), "{text:?}");
+        }
+        for bad in ["", "k", "MiB", "10x", "-5", "1.5M", "1e9", "12XB", "10 k k", "5 mibs"] {
+            assert_eq!(parse_quantity(bad), Err(QuantityError::Unrecognized), "{bad:?}");
+        }
+        for huge in ["99999999999999999999", "18446744073709551615k", "16777216TiB"] {
+            assert_eq!(parse_quantity(huge), Err(QuantityError::Overflow), "{huge:?}");
+        }
+        assert_eq!(parse_quantity("16777215TiB"), Ok(Bytes(16_777_215 << 40)));
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("1k"), Ok(1000));
+        assert_eq!(parse_bytes("1KiB"), Ok(1024));
+    }
+
+    #[test]
+    fn every_setting_has_a_name_per_front_end() {
+        for setting in [
+            Setting::BlockSize,
+            Setting::Capacity,
+            Setting::Policy,
+            Setting::Warmup,
+            Setting::WarmupRequests,
+            Setting::SkipInvalid,
+        ] {
+            let flag = setting.flag().strip_prefix("--").unwrap();
+            let snake = flag.replace('-', "_");
+            // Plural exactly when the setting takes a list.
+            let list = matches!(setting, Setting::Capacity | Setting::Policy);
+            assert_eq!(setting.python_name() != snake, list, "{setting:?}");
+            assert_eq!(setting.python_name().replace('_', ""), setting.js_name().to_lowercase());
+        }
+    }
+
+    #[test]
+    fn messages_name_the_value_as_written() {
+        let mut settings = ReplaySettings::default();
+        let error = settings.set_capacities(["1k", "10x"]).unwrap_err();
+        assert_eq!(error.setting, Setting::Capacity);
+        assert!(!error.is_range());
+        assert_eq!(
+            error.to_string(),
+            "\"10x\": expected blocks (1000, 10k, 1M), bytes (256MiB, 1GiB, 500MB) or inf"
+        );
+        let error = settings.set_capacities(["0"]).unwrap_err();
+        assert!(error.is_range());
+        assert_eq!(error.to_string(), "\"0\": a capacity must be positive");
+        let error = settings.set_policies(["fifo", "mru"]).unwrap_err();
+        assert_eq!(error.to_string(), "unknown policy \"mru\" (expected one of fifo, lru, inf)");
+        let error = settings.trace.set_warmup_text("1").unwrap_err();
+        assert_eq!(
+            (error.setting, error.to_string()),
+            (Setting::Warmup, "1 is not a fraction in [0, 1)".into())
+        );
+        let error = settings.trace.set_warmup(f64::NAN, "NaN").unwrap_err();
+        assert_eq!(error.to_string(), "NaN is not a fraction in [0, 1)");
+        let error = settings.trace.set_block_size(0).unwrap_err();
+        assert_eq!(error.to_string(), "block size must be at least 1");
+        let error = settings.trace.set_block_size(1 << 25).unwrap_err();
+        assert_eq!(error.to_string(), "block size 33554432 is too large (at most 16777216)");
+        settings.policies.clear();
+        let error = settings.grid(Capacity::blocks).unwrap_err();
+        assert_eq!(error.to_string(), "give at least one policy");
+    }
+
+    #[test]
+    fn the_defaults_are_what_their_texts_say() {
+        let mut written = ReplaySettings::default();
+        written.set_capacities(list_items(ReplaySettings::DEFAULT_CAPACITIES)).unwrap();
+        written.set_policies(list_items(ReplaySettings::DEFAULT_POLICIES)).unwrap();
+        assert_eq!(written, ReplaySettings::default());
+    }
+
+    #[test]
+    fn every_front_end_hands_settings_over_as_text() {
+        let mut settings = ReplaySettings::default();
+        settings.set(Setting::Capacity, "10, 2KiB ,inf").unwrap();
+        settings.set(Setting::Policy, "lru").unwrap();
+        settings.set(Setting::BlockSize, " 16").unwrap();
+        settings.set(Setting::Warmup, "0.25").unwrap();
+        assert_eq!(settings.capacities.len(), 3);
+        assert_eq!(settings.policies, [Policy::Lru]);
+        assert_eq!(
+            (settings.trace.block_size, settings.trace.warmup),
+            (16, Warmup::Fraction(0.25))
+        );
+        settings.set(Setting::WarmupRequests, "7").unwrap();
+        assert_eq!(settings.trace.warmup, Warmup::Requests(7));
+        for (setting, text, message) in [
+            (Setting::BlockSize, "-3", "\"-3\" is not a whole number"),
+            (Setting::BlockSize, "0", "block size must be at least 1"),
+            (Setting::Capacity, " ", "give at least one capacity"),
+            (
+                Setting::Capacity,
+                "-5",
+                "\"-5\": expected blocks (1000, 10k, 1M), bytes (256MiB, 1GiB, 500MB) or inf",
+            ),
+            (Setting::Policy, "fifo,", "unknown policy \"\" (expected one of fifo, lru, inf)"),
+            (Setting::Warmup, "nan", "nan is not a fraction in [0, 1)"),
+            (Setting::WarmupRequests, "1.5", "\"1.5\" is not a whole number"),
+            (Setting::SkipInvalid, "yes", "not a setting of this kind of run"),
+        ] {
+            let error = settings.clone().set(setting, text).unwrap_err();
+            assert_eq!((error.setting, error.to_string()), (setting, message.into()), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn grids_check_every_capacity() {
+        let mut settings = ReplaySettings::default();
+        settings.set_capacities(["10", "2KiB", "inf"]).unwrap();
+        let config = settings.grid(Capacity::blocks).unwrap();
+        assert_eq!(config.histories.len(), 5);
+        settings.set_capacities(["3B"]).unwrap();
+        let error = settings.grid(Capacity::blocks).unwrap_err();
+        assert_eq!(error.to_string(), "\"3B\": too few bytes for a history of even one block");
+        settings.capacities = vec![Capacity::Blocks(MAX_CAPACITY + 1)];
+        assert!(settings.grid(Capacity::blocks).unwrap_err().is_range());
+        settings.capacities.clear();
+        assert_eq!(settings.grid(Capacity::blocks).unwrap_err().problem, Problem::Empty);
+    }
+
+    #[test]
+    fn warmups_place_the_first_counted_request() {
+        assert_eq!(Warmup::Fraction(0.0).measure_from(None), Some(0));
+        assert_eq!(Warmup::Fraction(0.5).measure_from(None), None);
+        assert_eq!(Warmup::Fraction(0.5).measure_from(Some(7)), Some(3));
+        assert_eq!(Warmup::Fraction(0.999).measure_from(Some(1000)), Some(999));
+        assert_eq!(Warmup::Requests(12).measure_from(None), Some(12));
+        assert!(Warmup::Fraction(0.1).needs_count() && !Warmup::Requests(3).needs_count());
+    }
+}
