@@ -15,6 +15,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::replay::{Policy, Replay, ReplayConfig};
 use kvreuse::core::trace::Request;
+use kvreuse::trace::{Source, load};
 
 const CAPACITIES: [usize; 4] = [1000, 10_000, 20_000, 30_000];
 const BLOCK: usize = 512;
@@ -82,7 +83,7 @@ fn separate_passes(requests: &[Request]) -> Vec<u64> {
 
 fn replay(c: &mut Criterion) {
     let hasher = DynamoHasher::new(BLOCK).unwrap();
-    let requests = kvreuse::trace::load(&[] as &[&str], &hasher, false, 1).unwrap().requests;
+    let (requests, _) = load(vec![Source::Bundled], &hasher, false, 1).unwrap();
     assert_eq!(one_pass(&requests), separate_passes(&requests), "both must agree");
     let blocks: usize = requests.iter().map(|r| r.prompt_ids.len()).sum();
     let mut group = c.benchmark_group("replay/mooncake_fifo_lru_x4");

@@ -28,3 +28,26 @@ impl SplitMix64 {
 }
 
 pub mod reference_history;
+
+/// The machine a bench ran on, for its table: the CPU model and cache sizes (from
+/// `/proc/cpuinfo` and `lscpu`), since ratios measured on one machine need not hold on another.
+pub fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
+        .map_or("unknown CPU".to_string(), |m| m.trim().to_string());
+    let cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+    let lscpu = std::process::Command::new("lscpu").output().ok();
+    let lscpu = lscpu.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let caches: Vec<String> = lscpu
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            let name = name.trim();
+            name.ends_with("cache")
+                .then(|| format!("{} {}", name.trim_end_matches(" cache"), value.trim()))
+        })
+        .collect();
+    format!("machine: {model}, {cpus} CPUs; caches: {}", caches.join(", "))
+}

@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kvreuse::core::chain::{ChainSpec, DynamoHasher, Scheme, SchemeOption};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Arguments of `kvreuse hash`.
@@ -18,19 +18,19 @@ pub(crate) struct HashArgs {
     #[arg(long, default_value = "dynamo", value_parser = parse_scheme)]
     scheme: Scheme,
     /// LoRA adapter name (empty: the base model).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::replay::utf8())]
     lora_name: Option<String>,
     /// Dynamo cache namespace.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::replay::utf8())]
     cache_namespace: Option<String>,
     /// Dynamo Eagle windows (block size + 1 tokens, stride block size).
     #[arg(long)]
     eagle: bool,
     /// vLLM root seed string (PYTHONHASHSEED); default "vllm-none-hash".
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::replay::utf8())]
     hash_seed: Option<String>,
     /// vLLM cache salt (mixed into the first block).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::replay::utf8())]
     cache_salt: Option<String>,
 }
 
@@ -50,6 +50,9 @@ struct VllmOutput {
     digests: Vec<String>,
 }
 
+/// The most bytes `kvreuse hash` reads from stdin.
+pub(crate) const MAX_STDIN_BYTES: u64 = 256 << 20;
+
 /// The input: a bare array of token ids, or an object with `tokens` and, for Dynamo,
 /// `mm_hashes_per_block`.
 struct Input {
@@ -57,28 +60,83 @@ struct Input {
     mm_hashes_per_block: Option<Vec<Option<Vec<u64>>>>,
 }
 
-fn parse_input(text: &str) -> Result<Input> {
-    let value: Value = serde_json::from_str(text).context("stdin is not JSON")?;
-    match value {
-        Value::Array(items) => Ok(Input { tokens: token_ids(&items)?, mm_hashes_per_block: None }),
-        Value::Object(mut map) => {
-            let Some(Value::Array(items)) = map.remove("tokens") else {
-                bail!("the input object needs a \"tokens\" array");
-            };
-            let tokens = token_ids(&items)?;
-            let mm =
-                match map.remove("mm_hashes_per_block") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => Some(serde_json::from_value(v).context(
-                        "\"mm_hashes_per_block\" must be an array of u64 arrays or nulls",
-                    )?),
-                };
-            if let Some(key) = map.keys().next() {
-                bail!("unknown key {key:?} in the input object");
+/// The object form: `tokens`, and optionally `mm_hashes_per_block`. A key that is neither, or
+/// one given twice, is an error, as in traces.
+struct Object {
+    tokens: Vec<Value>,
+    mm_hashes_per_block: Option<Vec<Option<Vec<u64>>>>,
+}
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = Object;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object with \"tokens\"")
             }
-            Ok(Input { tokens, mm_hashes_per_block: mm })
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Object, A::Error> {
+                use serde::de::Error;
+                let (mut tokens, mut mm) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "tokens" if tokens.is_some() => {
+                            return Err(A::Error::custom("duplicate key \"tokens\""));
+                        }
+                        "tokens" => {
+                            let value: Value = map.next_value()?;
+                            let Value::Array(items) = value else {
+                                return Err(A::Error::custom(
+                                    "\"tokens\" must be an array of token ids",
+                                ));
+                            };
+                            tokens = Some(items);
+                        }
+                        "mm_hashes_per_block" if mm.is_some() => {
+                            return Err(A::Error::custom("duplicate key \"mm_hashes_per_block\""));
+                        }
+                        "mm_hashes_per_block" => {
+                            let value: Option<Vec<Option<Vec<u64>>>> = map.next_value().map_err(|_| {
+                                A::Error::custom("\"mm_hashes_per_block\" must be an array of u64 arrays or nulls")
+                            })?;
+                            mm = Some(value);
+                        }
+                        other => {
+                            return Err(A::Error::custom(format_args!(
+                                "unknown key {other:?} (expected \"tokens\", \"mm_hashes_per_block\")"
+                            )));
+                        }
+                    }
+                }
+                let tokens = tokens
+                    .ok_or_else(|| A::Error::custom("the input object needs a \"tokens\" array"))?;
+                Ok(Object { tokens, mm_hashes_per_block: mm.flatten() })
+            }
         }
-        _ => bail!("expected a JSON array of token ids or an object with \"tokens\""),
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+fn parse_input(text: &[u8]) -> Result<Input> {
+    match text.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => {
+            let items: Vec<Value> = serde_json::from_slice(text).context("stdin is not JSON")?;
+            Ok(Input { tokens: token_ids(&items)?, mm_hashes_per_block: None })
+        }
+        Some(b'{') => {
+            let object: Object = serde_json::from_slice(text).context("stdin")?;
+            Ok(Input {
+                tokens: token_ids(&object.tokens)?,
+                mm_hashes_per_block: object.mm_hashes_per_block,
+            })
+        }
+        _ => {
+            serde_json::from_slice::<Value>(text).context("stdin is not JSON")?;
+            bail!("expected a JSON array of token ids or an object with \"tokens\"")
+        }
     }
 }
 
@@ -113,8 +171,15 @@ pub(crate) fn run(args: &HashArgs) -> Result<()> {
     // Validate the settings before reading what may be a large input.
     spec.build()?;
 
-    let mut text = String::new();
-    io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
+    let mut text = Vec::new();
+    io::stdin().take(MAX_STDIN_BYTES + 1).read_to_end(&mut text).context("cannot read stdin")?;
+    if text.len() as u64 > MAX_STDIN_BYTES {
+        bail!(
+            "stdin holds more than {} MiB, the most `kvreuse hash` reads; hash a long input in \
+             pieces",
+            MAX_STDIN_BYTES >> 20
+        );
+    }
     let input = parse_input(&text)?;
 
     let mut out = io::stdout().lock();

@@ -11,6 +11,7 @@ use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 mod hash;
+mod output;
 mod plot;
 mod replay;
 
@@ -41,10 +42,7 @@ fn main() -> ExitCode {
             err.exit()
         }
         Err(err) => {
-            // One line, like every other error: clap's first line without its prefix.
-            let text = err.render().to_string();
-            let line = text.lines().next().unwrap_or_default();
-            eprintln!("kvreuse: error: {}", line.strip_prefix("error: ").unwrap_or(line));
+            eprintln!("kvreuse: error: {}", one_line(&err.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -54,10 +52,53 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`kvreuse replay | head -1`) is not a failure.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // One line: the context chain joined by ": ".
             eprintln!("kvreuse: error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Clap's message in one line, like every other error: its first paragraph (up to the usage
+/// line), lines joined, without its `error: ` prefix. A missing flag so reads
+/// `the following required arguments were not provided: --block-size <N>`.
+fn one_line(text: &str) -> String {
+    let first = text.split("\n\n").next().unwrap_or_default();
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let line = words.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_string()
+}
+
+/// Whether an error is a write to a pipe whose reader has gone.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(|e| e.io_error_kind())
+                .is_some_and(|kind| kind == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_messages_become_one_line() {
+        let text = "error: the following required arguments were not provided:\n  --block-size <N>\n\nUsage: kvreuse hash --block-size <N>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(text),
+            "the following required arguments were not provided: --block-size <N>"
+        );
+        assert_eq!(
+            one_line("error: unexpected argument '--bogus' found\n\n  tip: x\n"),
+            "unexpected argument '--bogus' found"
+        );
     }
 }

@@ -2,37 +2,45 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::replay::{Capacity, Row};
 use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
-use kvreuse::trace::{self, BUNDLED_TRACE_NAME};
+use kvreuse::replay::replay_trace;
+use kvreuse::trace::{self, BUNDLED_TRACE_NAME, Source, TraceReader};
 use serde::Serialize;
+
+use crate::output::OutputFile;
 
 /// Arguments of `kvreuse replay`. Values are checked by the shared setup in
 /// [`kvreuse::core::setup`], so that the browser build and the Python package read them alike.
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
-    /// Trace files (JSONL, `.gz` read transparently): Mooncake records (`hash_ids`) or token
-    /// records (`tokens`, optional `output_tokens`). Without any, the bundled Mooncake
-    /// synthetic trace.
+    /// Trace files (JSONL, gzip read transparently), `-` for standard input: Mooncake records
+    /// (`hash_ids`) or token records (`tokens`, optional `output_tokens`). Without any, the
+    /// bundled Mooncake synthetic trace.
     traces: Vec<PathBuf>,
     /// Tokens per block: the trace's for Mooncake records, the hashing block size for token
     /// records.
-    #[arg(long, value_name = "N", default_value = "512", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", default_value = "512", allow_hyphen_values = true, value_parser = utf8())]
     block_size: String,
     /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_CAPACITIES, allow_hyphen_values = true)]
+    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_CAPACITIES, allow_hyphen_values = true, value_parser = utf8())]
     capacity: Vec<String>,
     /// Eviction policies: fifo (the history's own), lru, inf; comma-separated.
-    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_POLICIES, allow_hyphen_values = true)]
+    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_POLICIES, allow_hyphen_values = true, value_parser = utf8())]
     policy: Vec<String>,
-    /// Fraction of the requests that only warm the histories up and are not counted.
-    #[arg(long, value_name = "FRACTION", default_value = "0", allow_hyphen_values = true)]
+    /// Fraction of the requests that only warm the histories up and are not counted (the
+    /// files are read once more first, to count their records).
+    #[arg(long, value_name = "FRACTION", default_value = "0", allow_hyphen_values = true, value_parser = utf8())]
     warmup: String,
+    /// Number of requests that only warm the histories up (instead of --warmup; needs no
+    /// count in advance, so it works on standard input).
+    #[arg(long, value_name = "N", conflicts_with = "warmup", allow_hyphen_values = true, value_parser = utf8())]
+    warmup_requests: Option<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -48,17 +56,28 @@ impl ReplayArgs {
     /// The settings, checked by the shared setup; an error names the flag.
     fn settings(&self) -> Result<ReplaySettings> {
         let mut settings = ReplaySettings::default();
-        for (setting, text) in [
+        let mut given = vec![
             (Setting::BlockSize, self.block_size.clone()),
             (Setting::Capacity, self.capacity.join(",")),
             (Setting::Policy, self.policy.join(",")),
             (Setting::Warmup, self.warmup.clone()),
-        ] {
+        ];
+        if let Some(requests) = &self.warmup_requests {
+            given.push((Setting::WarmupRequests, requests.clone()));
+        }
+        for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
         }
         settings.trace.skip_invalid = self.skip_invalid;
         Ok(settings)
     }
+}
+
+/// A flag's value as text, or an error naming the flag when it is not valid UTF-8.
+pub(crate) fn utf8() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new()
+        .try_map(|value| value.into_string().map_err(|_| "not valid UTF-8"))
 }
 
 /// A setup error, prefixed with the flag it is about.
@@ -69,11 +88,14 @@ pub(crate) fn flag_error(error: SetupError) -> anyhow::Error {
 /// The JSON output.
 #[derive(Serialize)]
 struct Report<'a> {
-    requests: usize,
-    measured_requests: usize,
+    requests: u64,
+    measured_requests: u64,
     block_size: usize,
     warmup: f64,
+    warmup_requests: Option<u64>,
     skipped_lines: u64,
+    /// Heap bytes the replay's state took at the end (histories and distinct-id tables).
+    replay_heap_bytes: usize,
     rows: Vec<JsonRow<'a>>,
 }
 
@@ -116,57 +138,85 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let settings = args.settings()?;
     let mut config = settings.grid(Capacity::blocks).map_err(flag_error)?;
-    let hasher = DynamoHasher::new(settings.trace.block_size)?;
+    let hasher = settings.trace.hasher().map_err(flag_error)?;
+    let skip_invalid = settings.trace.skip_invalid;
+    // Checked before any work.
+    let plot = args.plot.as_deref().map(|p| OutputFile::prepare(p, "--plot", &args.traces));
+    let plot = plot.transpose()?;
+    let sources = Source::from_args(&args.traces);
     if args.traces.is_empty() {
         eprintln!(
             "kvreuse: replaying the {BUNDLED_TRACE_NAME} (FAST'25, Apache-2.0; see traces/NOTICE)"
         );
     }
     let threads = trace::default_threads();
-    let loaded = trace::load(&args.traces, &hasher, settings.trace.skip_invalid, threads)?;
-    if loaded.skipped > 0 {
-        eprintln!("kvreuse: skipped {} invalid lines", loaded.skipped);
-    }
-
-    let total = loaded.requests.len();
-    config.measure_from =
-        settings.trace.warmup.measure_from(Some(total as u64)).map_or(0, |n| n as usize);
-    let progress = if std::io::stderr().is_terminal() && total >= 100_000 {
-        ProgressBar::new(total as u64).with_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} requests {eta}")
-                .expect("a valid template"),
-        )
-    } else {
-        ProgressBar::hidden()
+    let warmup = settings.trace.warmup;
+    let measure_from = match warmup.measure_from(None) {
+        Some(n) => n,
+        None => {
+            let records = trace::count_records(&sources, &hasher, skip_invalid, threads)?;
+            warmup.measure_from(Some(records)).unwrap_or(0)
+        }
     };
-    let rows = kvreuse::replay::replay(&config, &loaded.requests, threads, &|done| {
-        progress.set_position(done as u64);
-    })?;
-    progress.finish_and_clear();
+    config.measure_from = usize::try_from(measure_from).unwrap_or(usize::MAX);
 
-    if let Some(path) = &args.plot {
-        crate::plot::write_svg(path, &rows)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    let stored: Option<u64> = sources.iter().map(Source::stored_bytes).sum();
+    let reader = TraceReader::new(sources, hasher, skip_invalid, threads);
+    let progress = match stored {
+        Some(total) if std::io::stderr().is_terminal() && total >= 64 << 20 => {
+            ProgressBar::new(total).with_style(
+                ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} read {eta}")
+                    .expect("a valid template"),
+            )
+        }
+        _ => ProgressBar::hidden(),
+    };
+    let bytes_read = reader.bytes_read();
+    // As many replay threads as the machine has (the reading thread mostly waits for them).
+    let streamed = replay_trace(&config, &reader, threads, || {
+        // Ordering: Relaxed; a progress figure.
+        progress.set_position(bytes_read.load(Ordering::Relaxed));
+    });
+    progress.finish_and_clear();
+    let (replayed, stats) = streamed?;
+    for (name, time) in &stats.time_steps_back {
+        if let Some(warning) = time.warning() {
+            eprintln!("kvreuse: warning: {name}: {warning}");
+        }
+    }
+    if stats.skipped > 0 {
+        eprintln!("kvreuse: skipped {} invalid lines", stats.skipped);
+    }
+    if stats.records == 0 {
+        eprintln!("kvreuse: warning: the trace holds no requests; every count is zero");
+    }
+    let rows = replayed.rows;
+
+    if let Some(plot) = plot {
+        crate::plot::write_svg(plot.temp_path(), &rows)?;
+        plot.commit()?;
     }
     let mut out = std::io::stdout().lock();
+    let measured = config.counted(stats.records as usize) as u64;
     if args.json {
-        let warmup = match settings.trace.warmup {
-            Warmup::Fraction(f) => f,
-            Warmup::Requests(_) => 0.0,
+        let (fraction, requests) = match warmup {
+            Warmup::Fraction(f) => (f, None),
+            Warmup::Requests(n) => (0.0, Some(n)),
         };
         let report = Report {
-            requests: total,
-            measured_requests: config.counted(total),
+            requests: stats.records,
+            measured_requests: measured,
             block_size: settings.trace.block_size,
-            warmup,
-            skipped_lines: loaded.skipped,
+            warmup: fraction,
+            warmup_requests: requests,
+            skipped_lines: stats.skipped,
+            replay_heap_bytes: replayed.heap_bytes,
             rows: rows.iter().map(JsonRow::from).collect(),
         };
         serde_json::to_writer(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        let measured = config.counted(total);
-        let block_size = settings.trace.block_size;
+        let (total, block_size) = (stats.records, settings.trace.block_size);
         writeln!(out, "{total} requests ({measured} counted), block size {block_size}")?;
         write_table(&mut out, &rows)?;
     }

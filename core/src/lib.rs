@@ -11,7 +11,8 @@
 //! - accounts each request exactly once ([`attempt`]): F0, the prompt tokens seen, and F1,
 //!   the prompt tokens in leading blocks computed before;
 //! - replays request traces ([`trace`], [`replay`]) through many history sizes and policies
-//!   in one pass, for capacity planning;
+//!   in one pass, for capacity planning, streaming: records are read with a small JSON pull
+//!   reader of its own ([`json`]) as lines arrive, and nothing is kept per request;
 //! - parses and checks the settings of a run once for every front end ([`setup`]): sizes
 //!   with units, lists, and one wording for every mistake;
 //! - defines the bytes replicas exchange ([`message`]) and the snapshot file format
@@ -33,6 +34,7 @@ extern crate alloc;
 pub mod attempt;
 pub mod chain;
 pub mod history;
+pub mod json;
 pub mod message;
 pub mod names;
 pub mod output;

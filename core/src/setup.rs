@@ -403,17 +403,26 @@ impl ReplaySettings {
     /// The one way every front end hands a setting over, so that each value reads, and fails,
     /// alike everywhere.
     pub fn set(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
-        let is_list = matches!(setting, Setting::Capacity | Setting::Policy);
-        if is_list && text.trim().is_empty() {
+        match setting {
+            Setting::Capacity | Setting::Policy => self.set_list(setting, text),
+            _ => match self.trace.set(setting, text)? {
+                true => Ok(()),
+                false => Err(SetupError::new(setting, Problem::NotASetting)),
+            },
+        }
+    }
+
+    /// Sets a list setting (capacities, policies) from its comma-separated text. (The browser
+    /// build calls this rather than [`set`](Self::set), which would link the parsers of
+    /// numbers it never reads as text.)
+    pub fn set_list(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
+        if text.trim().is_empty() {
             return Err(SetupError::new(setting, Problem::Empty));
         }
         match setting {
             Setting::Capacity => self.set_capacities(list_items(text)),
             Setting::Policy => self.set_policies(list_items(text)),
-            _ => match self.trace.set(setting, text)? {
-                true => Ok(()),
-                false => Err(SetupError::new(setting, Problem::NotASetting)),
-            },
+            _ => Err(SetupError::new(setting, Problem::NotASetting)),
         }
     }
 

@@ -11,7 +11,7 @@
 //! | [`history_ops`] | `History` operation sequences | `VecDeque` + linear scan |
 //! | [`chains`] | Dynamo and vLLM chains, any options | one-shot hash vs arbitrary splits |
 //! | [`attempts`] | request guards: begin, output, complete, incomplete, drop | exactly-once counts, a FIFO that learns only completions, output blocks recomputed |
-//! | [`trace_lines`] | trace line parsing | re-encoding round trip, block arithmetic |
+//! | [`trace_lines`] | trace files: lines cut from chunks, records parsed, time checked | one split of the whole, re-encoding round trip, block arithmetic, a plain count of steps back |
 //! | [`sync_messages`] | replica message decoding | exact re-encoding, size classes |
 //! | [`snapshots`] | snapshot decoding | exact re-encoding, checksum |
 //!

@@ -1,4 +1,4 @@
-//! Decoders of outside input: trace lines, replica messages, snapshot files. Whatever the
+//! Decoders of outside input: trace files, replica messages, snapshot files. Whatever the
 //! bytes, a decoder returns a value or an error that says what is wrong; a value must
 //! re-encode to exactly the bytes it came from (the formats have no slack), so nothing is
 //! accepted that the encoder would not produce.
@@ -7,24 +7,85 @@ use arbitrary::{Arbitrary, Unstructured};
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::message;
 use kvreuse_core::snapshot;
-use kvreuse_core::trace::parse_line;
+use kvreuse_core::trace::lines::{Lines, Piece, numbered};
+use kvreuse_core::trace::{Request, TimeCheck, TraceError, parse_line};
 
-/// Trace lines: the first byte picks the block size, the rest is the line.
+/// Trace files: the first byte picks the block size, the second the size of the chunks the
+/// rest arrives in; the rest is a file of lines (a byte order mark may start it).
+///
+/// - the lines `Lines` hands out, chunk by chunk, are the file's lines split at once (the mark
+///   dropped), numbered from 1;
+/// - each line parses as `trace_line` checks;
+/// - `TimeCheck` over the records counts exactly the steps back in time a plain scan counts,
+///   and the checks of two halves combine into the whole file's.
 pub fn trace_lines(data: &[u8]) {
-    let Some((&first, line)) = data.split_first() else { return };
+    let [first, cut, file @ ..] = data else { return };
     let block_size = usize::from(first % 16) + 1;
     let hasher = DynamoHasher::new(block_size).expect("block size >= 1");
-    let parsed = parse_line(line, &hasher);
-    assert_eq!(parsed, parse_line(line, &hasher), "parsing is deterministic");
+    let chunk = usize::from(cut % 64) + 1;
+    let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut lines = Lines::new();
+    let mut each = |piece: Piece<'_>| -> Result<(), ()> {
+        match piece {
+            Piece::Lines { first, text } => {
+                got.extend(numbered(first, text).map(|(n, l)| (n, l.to_vec())));
+            }
+            Piece::TooLong { .. } => panic!("fuzz inputs are shorter than the line limit"),
+        }
+        Ok(())
+    };
+    for piece in file.chunks(chunk) {
+        lines.feed(piece, &mut each).expect("never fails");
+    }
+    lines.finish(&mut each).expect("never fails");
+    let body = file.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(file);
+    let want: Vec<(u64, Vec<u8>)> = numbered(1, body).map(|(n, l)| (n, l.to_vec())).collect();
+    assert_eq!(got, want, "chunks of {chunk} cut the file as one split does");
+
+    let mut stamps = Vec::new();
+    for (number, line) in &got {
+        if let Some(request) = trace_line(line, &hasher) {
+            stamps.extend(request.timestamp.map(|t| (*number, t)));
+        }
+    }
+    let steps_back = stamps.windows(2).filter(|w| w[1].1 < w[0].1).count() as u64;
+    let check = |part: &[(u64, u64)]| {
+        let mut time = TimeCheck::default();
+        part.iter().for_each(|&(line, t)| time.observe(line, Some(t)));
+        time
+    };
+    let whole = check(&stamps);
+    assert_eq!(whole.backwards, steps_back);
+    assert_eq!(whole.latest, stamps.iter().map(|&(_, t)| t).max());
+    let (early, late) = stamps.split_at(stamps.len() / 2);
+    assert_eq!(check(early).then(check(late)), whole, "halves combine into the whole");
+}
+
+/// One trace line: parsing is deterministic and agrees with a parser built on `serde_json`
+/// (the same record, or an error from both), a blank line is skipped, an error says
+/// something, a record's blocks add up, a Mooncake record re-encodes to itself, and a key of
+/// the other format is refused.
+fn trace_line(line: &[u8], hasher: &DynamoHasher) -> Option<Request> {
+    let block_size = hasher.block_size();
+    let parsed = parse_line(line, hasher);
+    assert_eq!(parsed, parse_line(line, hasher), "parsing is deterministic");
+    match (&parsed, reference_line(line, hasher)) {
+        (Ok(ours), Ok(theirs)) => assert_eq!(ours, &theirs, "the same record as serde_json's"),
+        (Err(_), Err(_)) => {}
+        (ours, theirs) => panic!(
+            "{:?}: kvreuse's parser says {ours:?}, serde_json's {theirs:?}",
+            String::from_utf8_lossy(line)
+        ),
+    }
     let request = match parsed {
         Ok(Some(request)) => request,
         Ok(None) => {
             assert!(line.iter().all(u8::is_ascii_whitespace), "only blank lines are skipped");
-            return;
+            return None;
         }
         Err(e) => {
             assert!(!e.to_string().is_empty());
-            return;
+            return None;
         }
     };
     let (p, bs, n) = (request.prompt_tokens, block_size as u64, request.prompt_ids.len() as u64);
@@ -34,13 +95,77 @@ pub fn trace_lines(data: &[u8]) {
         (0..request.prompt_ids.len()).map(|j| request.block_tokens(j, block_size)).sum();
     assert_eq!(covered, p.min(n * bs), "block token counts add up");
     if request.output_ids.is_empty() && n == p.div_ceil(bs) {
-        let again = serde_json::json!({
+        let mut again = serde_json::json!({
             "timestamp": request.timestamp,
             "input_length": p,
+            "output_length": request.output_tokens,
             "hash_ids": request.prompt_ids,
         });
-        let again = parse_line(again.to_string().as_bytes(), &hasher).expect("re-encoded line");
-        assert_eq!(again, Some(request), "a Mooncake round trip");
+        let reparsed = parse_line(again.to_string().as_bytes(), hasher).expect("re-encoded line");
+        assert_eq!(reparsed.as_ref(), Some(&request), "a Mooncake round trip");
+        again["output_tokens"] = serde_json::json!([1]);
+        let mixed = parse_line(again.to_string().as_bytes(), hasher);
+        assert!(
+            matches!(mixed, Err(TraceError::MixedKeys { key: "output_tokens", .. })),
+            "a token record's key on a Mooncake record is refused: {mixed:?}"
+        );
+    }
+    Some(request)
+}
+
+/// The record formats' rules on `serde_json`'s reading of a line: the oracle `trace_line`
+/// checks kvreuse's own JSON reader against.
+fn reference_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>, String> {
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        timestamp: Option<u64>,
+        input_length: Option<u64>,
+        output_length: Option<u64>,
+        hash_ids: Option<Vec<u64>>,
+        tokens: Option<Vec<u32>>,
+        output_tokens: Option<Vec<u32>>,
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    // serde reads a struct from an array too; a record is an object.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err("not an object".into());
+    }
+    let f: Fields = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let block_size = hasher.block_size() as u64;
+    match (f.hash_ids, f.tokens) {
+        (Some(ids), None) if f.output_tokens.is_none() => {
+            let input = f.input_length.ok_or("no input_length")?;
+            if ids.len() as u64 != input.div_ceil(block_size) {
+                return Err("block count".into());
+            }
+            let output_tokens = f.output_length.unwrap_or(0);
+            let prompt_ids = ids;
+            let (timestamp, prompt_tokens) = (f.timestamp, input);
+            Ok(Some(Request {
+                timestamp,
+                prompt_tokens,
+                prompt_ids,
+                output_tokens,
+                output_ids: vec![],
+            }))
+        }
+        (None, Some(tokens)) if f.input_length.is_none() && f.output_length.is_none() => {
+            // The hashing itself is pinned by the golden vectors; here the reading is checked.
+            let whole: Vec<u32> =
+                tokens.iter().chain(f.output_tokens.iter().flatten()).copied().collect();
+            let ids = hasher.hash(&whole).sequence;
+            let prompt_blocks = tokens.len() / hasher.block_size();
+            Ok(Some(Request {
+                timestamp: f.timestamp,
+                prompt_tokens: tokens.len() as u64,
+                prompt_ids: ids[..prompt_blocks].to_vec(),
+                output_tokens: f.output_tokens.as_ref().map_or(0, |o| o.len() as u64),
+                output_ids: ids[prompt_blocks..].to_vec(),
+            }))
+        }
+        _ => Err("not one format".into()),
     }
 }
 

@@ -6,7 +6,7 @@ use kvreuse_core::setup::{ReplaySettings, Setting, SetupError};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, Options, range_error, type_error};
-use crate::session::{self, Session, SessionError};
+use crate::session::{Session, SessionError};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
@@ -103,7 +103,7 @@ fn settings(options: &JsValue) -> Result<ReplaySettings, JsValue> {
                 None => Err(type_error(format_args!("options.{name}[{i}] must be a string"))),
             })
             .collect::<Result<Vec<String>, _>>()?;
-        settings.set(setting, &texts.join(",")).map_err(setup_error)?;
+        settings.set_list(setting, &texts.join(",")).map_err(setup_error)?;
     }
     if let Some(block_size) = options.integer(Setting::BlockSize.js_name())? {
         settings.trace.set_block_size(block_size).map_err(setup_error)?;
@@ -164,37 +164,30 @@ impl Replay {
         self.session.step(max).map_err(|e| js_error(&e))
     }
 
-    /// `"parse"`, `"replay"` or `"done"`: what the next `step` works on.
-    #[wasm_bindgen(getter, unchecked_return_type = "\"parse\" | \"replay\" | \"done\"")]
+    /// `"replay"` or `"done"`: whether `step` has work left (each step reads lines and
+    /// replays their requests at once).
+    #[wasm_bindgen(getter, unchecked_return_type = "\"replay\" | \"done\"")]
     pub fn phase(&self) -> String {
         self.session.phase().name().into()
     }
 
-    /// Overall progress in `[0, 1]`: parsing (by bytes) is the first half, replaying (by
-    /// requests) the second.
+    /// Progress in `[0, 1]`: the share of the trace's bytes read and replayed.
     #[wasm_bindgen(getter)]
     pub fn progress(&self) -> f64 {
-        let (parsed, total) = self.session.parsed_bytes();
-        let parse = if total == 0 { 1.0 } else { parsed as f64 / total as f64 };
-        let requests = self.session.requests();
-        let replay = match self.session.phase() {
-            session::Phase::Parse => 0.0,
-            _ if requests == 0 => 1.0,
-            _ => self.session.replayed() as f64 / requests as f64,
-        };
-        0.5 * parse + 0.5 * replay
+        self.session.progress()
     }
 
-    /// Valid requests read so far (all of them once parsing is done).
+    /// Records (non-blank lines) in the trace, counted when the replay was created, so known
+    /// from the start.
     #[wasm_bindgen(getter)]
-    pub fn requests(&self) -> usize {
-        self.session.requests()
+    pub fn requests(&self) -> f64 {
+        self.session.records() as f64
     }
 
     /// Requests replayed so far.
     #[wasm_bindgen(getter)]
-    pub fn replayed(&self) -> usize {
-        self.session.replayed()
+    pub fn replayed(&self) -> f64 {
+        self.session.replayed() as f64
     }
 
     /// Invalid lines skipped so far (with `skipInvalid`).
@@ -209,13 +202,13 @@ impl Replay {
         self.session.trace_time_ms().map(|t| t as f64)
     }
 
-    /// The first timestamp (ms) in the trace, once parsed.
+    /// The first timestamp (ms) among the requests replayed.
     #[wasm_bindgen(getter, js_name = traceStartMs)]
     pub fn trace_start_ms(&self) -> Option<f64> {
         self.session.trace_span_ms().map(|(first, _)| first as f64)
     }
 
-    /// The last timestamp (ms) in the trace, once parsed.
+    /// The latest timestamp (ms) among the requests replayed.
     #[wasm_bindgen(getter, js_name = traceEndMs)]
     pub fn trace_end_ms(&self) -> Option<f64> {
         self.session.trace_span_ms().map(|(_, last)| last as f64)
@@ -234,8 +227,12 @@ impl Replay {
     pub fn report(&self) -> Result<Object, JsValue> {
         let summary = self.session.summary();
         let out = Object::new();
-        js::set(&out, "requests", summary.requests as f64);
-        js::set(&out, "measured_requests", summary.measured_requests as f64);
+        js::set(&out, "requests", js::count(summary.requests, "requests")?);
+        js::set(
+            &out,
+            "measured_requests",
+            js::count(summary.measured_requests, "measured_requests")?,
+        );
         js::set(&out, "block_size", summary.block_size as f64);
         js::set(&out, "warmup", summary.warmup);
         js::set(&out, "skipped_lines", js::count(summary.skipped_lines, "skipped_lines")?);

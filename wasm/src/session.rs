@@ -1,16 +1,17 @@
 //! A replay that advances in slices: the engine behind the JS `Replay`, in plain Rust.
 //!
 //! A browser page must not freeze while a trace of a million lines is read and replayed, so
-//! the work is cut into steps the caller schedules: first the lines are parsed (a bounded
-//! number per step), then the requests are replayed (a bounded number per step). Everything
+//! the work is cut into steps the caller schedules: each step reads a bounded number of lines
+//! and replays each request as it is read, so no request is kept after its turn. Everything
 //! else mirrors `kvreuse replay` exactly, so that the page and the command line print the same
 //! numbers for the same input:
 //!
-//! - lines are split at `\n` and numbered from 1; blank lines are skipped; a line is parsed
-//!   by [`parse_line`] with a Dynamo hasher of the block size, and a bad one stops the replay
-//!   with its number (or is counted and skipped when asked to);
-//! - capacities and policies become a [`ReplayConfig::grid`], the warm-up ends before request
-//!   `floor(warmup * requests)`;
+//! - a byte order mark at the start is dropped; lines are split at `\n` and numbered from 1;
+//!   blank lines are skipped; a line is parsed by [`parse_line`] with a Dynamo hasher of the
+//!   block size, and a bad one stops the replay with its number (or is counted and skipped
+//!   when asked to);
+//! - capacities and policies become a [`ReplayConfig::grid`] through the shared setup; the
+//!   warm-up ends before request `floor(warmup * records)`, the records counted first;
 //! - each history's heap bytes are a 64-bit router's ([`crate::footprint`]).
 //!
 //! This module has no JS in it, so the same code runs natively for timing and host tests.
@@ -20,7 +21,8 @@ use std::fmt;
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::replay::{Policy, Replay, ReplayConfig, ReplayError, Row};
 use kvreuse_core::setup::{ReplaySettings, SetupError, Warmup};
-use kvreuse_core::trace::{MAX_LINE_BYTES, Request, TraceError, parse_line};
+use kvreuse_core::trace::lines::numbered;
+use kvreuse_core::trace::{TraceError, parse_line};
 
 use crate::footprint;
 
@@ -32,17 +34,13 @@ pub enum SessionError {
     Setup(SetupError),
     /// The engine refused the trace.
     Replay(ReplayError),
-    /// A trace line is not a valid record.
+    /// A trace line is not a valid record (or longer than
+    /// [`MAX_LINE_BYTES`](kvreuse_core::trace::MAX_LINE_BYTES)).
     Line {
         /// 1-based line number.
         line: u64,
         /// What is wrong with it.
         error: TraceError,
-    },
-    /// A trace line longer than [`MAX_LINE_BYTES`].
-    LineTooLong {
-        /// 1-based line number.
-        line: u64,
     },
 }
 
@@ -52,15 +50,15 @@ impl SessionError {
     pub fn is_range(&self) -> bool {
         match self {
             Self::Setup(error) => error.is_range(),
-            Self::Replay(_) | Self::LineTooLong { .. } => true,
-            Self::Line { .. } => false,
+            Self::Replay(_) => true,
+            Self::Line { error, .. } => matches!(error, TraceError::LineTooLong),
         }
     }
 
     /// The trace line the error is about, if it is about one.
     pub fn line(&self) -> Option<u64> {
         match self {
-            Self::Line { line, .. } | Self::LineTooLong { line } => Some(*line),
+            Self::Line { line, .. } => Some(*line),
             _ => None,
         }
     }
@@ -72,10 +70,10 @@ impl fmt::Display for SessionError {
             // The option's name as this front end spells it, then the shared setup's words.
             Self::Setup(error) => write!(f, "options.{}: {error}", error.setting.js_name()),
             Self::Replay(error) => error.fmt(f),
-            Self::Line { line, error } => write!(f, "line {line}: {error}"),
-            Self::LineTooLong { line } => {
-                write!(f, "line {line}: line longer than {MAX_LINE_BYTES} bytes")
-            }
+            Self::Line { line, error } => match error.column() {
+                Some(column) => write!(f, "line {line}:{column}: {error}"),
+                None => write!(f, "line {line}: {error}"),
+            },
         }
     }
 }
@@ -91,9 +89,7 @@ impl From<SetupError> for SessionError {
 /// Where a session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading the trace's lines.
-    Parse,
-    /// Running the requests through the histories.
+    /// Reading the trace's lines and replaying each request as it is read.
     Replay,
     /// Finished: the results are final.
     Done,
@@ -103,7 +99,6 @@ impl Phase {
     /// The phase's name in JS.
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Parse => "parse",
             Phase::Replay => "replay",
             Phase::Done => "done",
         }
@@ -113,10 +108,10 @@ impl Phase {
 /// The summary `kvreuse replay --json` prints along with the rows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
-    /// Valid requests in the trace.
-    pub requests: usize,
+    /// Valid requests replayed.
+    pub requests: u64,
     /// Requests after the warm-up.
-    pub measured_requests: usize,
+    pub measured_requests: u64,
     /// Tokens per block.
     pub block_size: usize,
     /// The warm-up fraction.
@@ -129,60 +124,92 @@ pub struct Summary {
 #[derive(Debug)]
 pub struct Session {
     text: Vec<u8>,
-    /// Byte offset of the next line to parse.
+    /// Byte offset of the next line to read.
     cursor: usize,
-    /// Number of the next line to parse.
+    /// Number of the next line to read.
     line: u64,
     hasher: DynamoHasher,
     warmup: Warmup,
     skip_invalid: bool,
     config: ReplayConfig,
-    requests: Vec<Request>,
+    engine: Replay,
+    /// Records (non-blank lines) in the trace, counted when the session starts.
+    records: u64,
+    replayed: u64,
     skipped: u64,
-    /// Built when parsing ends, once the warm-up's length is known.
-    engine: Option<Replay>,
-    replayed: usize,
+    /// The first timestamp and the latest, of the requests replayed.
+    times: Option<(u64, u64)>,
+    /// The timestamp of the last replayed request that has one.
+    last_time: Option<u64>,
 }
 
 impl Session {
     /// Checks `settings` and prepares to replay `text` (JSONL: Mooncake or token records).
+    /// The records are counted now (a scan for line ends, fast): the progress needs their
+    /// number, and a warm-up share its place.
     pub fn new(text: Vec<u8>, settings: &ReplaySettings) -> Result<Session, SessionError> {
-        let config = settings.grid(footprint::blocks)?;
+        let mut config = settings.grid(footprint::blocks)?;
         let hasher = settings.trace.hasher()?;
-        // Let the engine judge the configuration now rather than after a long parse.
-        Replay::new(&config).map_err(SessionError::Replay)?;
+        let text = match text.strip_prefix(b"\xEF\xBB\xBF") {
+            // A byte order mark, as some editors write: not part of the first line.
+            Some(rest) => rest.to_vec(),
+            None => text,
+        };
+        let records = count_records(&text, &hasher, settings.trace.skip_invalid);
+        let warmup = settings.trace.warmup;
+        config.measure_from = warmup.measure_from(Some(records)).unwrap_or(0) as usize;
+        let engine = Replay::new(&config).map_err(SessionError::Replay)?;
         Ok(Session {
             text,
             cursor: 0,
             line: 1,
             hasher,
-            warmup: settings.trace.warmup,
+            warmup,
             skip_invalid: settings.trace.skip_invalid,
             config,
-            requests: Vec::new(),
-            skipped: 0,
-            engine: None,
+            engine,
+            records,
             replayed: 0,
+            skipped: 0,
+            times: None,
+            last_time: None,
         })
     }
 
     /// The phase the next [`step`](Self::step) works in.
     pub fn phase(&self) -> Phase {
-        match &self.engine {
-            None => Phase::Parse,
-            Some(_) if self.replayed < self.requests.len() => Phase::Replay,
-            Some(_) => Phase::Done,
-        }
+        if self.cursor < self.text.len() { Phase::Replay } else { Phase::Done }
     }
 
-    /// Does up to `max` units of work: lines while parsing, then requests. Returns whether
-    /// the session is done. After an error the session stays where the error was found.
+    /// Reads and replays up to `max` lines. Returns whether the session is done. After an
+    /// error the session stays at the line with the error.
     pub fn step(&mut self, max: usize) -> Result<bool, SessionError> {
-        let max = max.max(1);
-        match self.phase() {
-            Phase::Parse => self.parse_lines(max)?,
-            Phase::Replay => self.replay_requests(max)?,
-            Phase::Done => {}
+        for _ in 0..max.max(1) {
+            if self.cursor >= self.text.len() {
+                break;
+            }
+            let rest = &self.text[self.cursor..];
+            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            match parse_line(&rest[..end], &self.hasher) {
+                Ok(Some(request)) => {
+                    self.engine.push(&request).map_err(SessionError::Replay)?;
+                    self.replayed += 1;
+                    if let Some(t) = request.timestamp {
+                        self.last_time = Some(t);
+                        self.times = Some(self.times.map_or((t, t), |(a, b)| (a, b.max(t))));
+                    }
+                }
+                Ok(None) => {}
+                Err(_) if self.skip_invalid => self.skipped += 1,
+                Err(error) => return Err(SessionError::Line { line: self.line, error }),
+            }
+            self.cursor += end + 1;
+            self.line += 1;
+        }
+        if self.phase() == Phase::Done {
+            // The text is no longer needed.
+            self.text = Vec::new();
+            self.cursor = 0;
         }
         Ok(self.phase() == Phase::Done)
     }
@@ -193,71 +220,21 @@ impl Session {
         Ok(())
     }
 
-    fn parse_lines(&mut self, max: usize) -> Result<(), SessionError> {
-        for _ in 0..max {
-            if self.cursor >= self.text.len() {
-                return self.start_replay();
-            }
-            let rest = &self.text[self.cursor..];
-            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-            let line = &rest[..end];
-            let parsed = if line.len() > MAX_LINE_BYTES {
-                Err(SessionError::LineTooLong { line: self.line })
-            } else {
-                parse_line(line, &self.hasher)
-                    .map_err(|error| SessionError::Line { line: self.line, error })
-            };
-            match parsed {
-                Ok(Some(request)) => self.requests.push(request),
-                Ok(None) => {}
-                Err(_) if self.skip_invalid => self.skipped += 1,
-                Err(error) => return Err(error),
-            }
-            self.cursor += end + 1;
-            self.line += 1;
-        }
-        if self.cursor >= self.text.len() { self.start_replay() } else { Ok(()) }
-    }
-
-    fn start_replay(&mut self) -> Result<(), SessionError> {
-        self.cursor = self.text.len();
-        // The text is no longer needed.
-        self.text = Vec::new();
-        let total = self.requests.len();
-        self.config.measure_from =
-            self.warmup.measure_from(Some(total as u64)).map_or(0, |n| n as usize);
-        let mut engine = Replay::new(&self.config).map_err(SessionError::Replay)?;
-        engine.reserve(self.requests.iter().map(|r| r.prompt_ids.len() + r.output_ids.len()).sum());
-        self.engine = Some(engine);
-        Ok(())
-    }
-
-    fn replay_requests(&mut self, max: usize) -> Result<(), SessionError> {
-        let Some(engine) = self.engine.as_mut() else { return Ok(()) };
-        let end = self.requests.len().min(self.replayed.saturating_add(max));
-        for request in &self.requests[self.replayed..end] {
-            engine.push(request).map_err(SessionError::Replay)?;
-            self.replayed += 1;
-        }
-        Ok(())
-    }
-
-    /// Bytes of trace text parsed so far, and in all.
-    pub fn parsed_bytes(&self) -> (usize, usize) {
-        if self.engine.is_some() {
-            (self.cursor, self.cursor)
-        } else {
-            (self.cursor.min(self.text.len()), self.text.len())
+    /// Share of the trace's bytes read so far, in `[0, 1]`.
+    pub fn progress(&self) -> f64 {
+        match self.phase() {
+            Phase::Done => 1.0,
+            Phase::Replay => self.cursor as f64 / self.text.len() as f64,
         }
     }
 
-    /// Valid requests parsed so far (all of them once parsing is done).
-    pub fn requests(&self) -> usize {
-        self.requests.len()
+    /// Records (non-blank lines) in the trace, counted when the session started.
+    pub fn records(&self) -> u64 {
+        self.records
     }
 
     /// Requests replayed so far.
-    pub fn replayed(&self) -> usize {
+    pub fn replayed(&self) -> u64 {
         self.replayed
     }
 
@@ -268,14 +245,12 @@ impl Session {
 
     /// The timestamp of the last replayed request that has one.
     pub fn trace_time_ms(&self) -> Option<u64> {
-        self.requests[..self.replayed].iter().rev().find_map(|r| r.timestamp)
+        self.last_time
     }
 
-    /// The timestamps of the first and the last request that have one.
+    /// The first timestamp and the latest, of the requests replayed so far.
     pub fn trace_span_ms(&self) -> Option<(u64, u64)> {
-        let first = self.requests.iter().find_map(|r| r.timestamp)?;
-        let last = self.requests.iter().rev().find_map(|r| r.timestamp)?;
-        Some((first, last))
+        self.times
     }
 
     /// The histories, in row order: a policy and a capacity in blocks (`None` for `inf`).
@@ -283,13 +258,10 @@ impl Session {
         &self.config.histories
     }
 
-    /// The rows so far, one per history, in configuration order; all zero before the replay
-    /// starts. Heap bytes are a 64-bit router's.
+    /// The rows so far, one per history, in configuration order. Heap bytes are a 64-bit
+    /// router's.
     pub fn results(&self) -> Vec<Row> {
-        let mut rows = match &self.engine {
-            Some(engine) => engine.results(),
-            None => Replay::new(&self.config).map(|e| e.results()).unwrap_or_default(),
-        };
+        let mut rows = self.engine.results();
         for row in &mut rows {
             row.heap_bytes = row.capacity.map(footprint::heap_bytes);
         }
@@ -298,15 +270,9 @@ impl Session {
 
     /// The summary fields of `kvreuse replay --json`, as they stand.
     pub fn summary(&self) -> Summary {
-        let requests = self.requests.len();
         Summary {
-            requests,
-            // None until parsing ends and the warm-up is placed.
-            measured_requests: if self.engine.is_some() {
-                self.config.counted(requests)
-            } else {
-                0
-            },
+            requests: self.replayed,
+            measured_requests: self.config.counted(self.replayed as usize) as u64,
             block_size: self.config.block_size,
             warmup: match self.warmup {
                 Warmup::Fraction(f) => f,
@@ -317,9 +283,21 @@ impl Session {
     }
 }
 
+/// Records in `text`: its non-blank lines, or, when bad lines are to be skipped (and so not
+/// counted), its valid records, which takes a parse.
+fn count_records(text: &[u8], hasher: &DynamoHasher, skip_invalid: bool) -> u64 {
+    let lines = numbered(1, text).map(|(_, line)| line);
+    if skip_invalid {
+        lines.filter(|l| matches!(parse_line(l, hasher), Ok(Some(_)))).count() as u64
+    } else {
+        lines.filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvreuse_core::trace::Request;
 
     const TRACE: &[u8] = include_bytes!("../../traces/mooncake_synthetic_trace.jsonl");
 
@@ -368,12 +346,12 @@ mod tests {
         let mut session = Session::new(text.clone(), &s).unwrap();
         let error = session.run().unwrap_err();
         assert_eq!(error.line(), Some(3));
-        assert!(error.to_string().starts_with("line 3: "), "{error}");
+        assert!(error.to_string().starts_with("line 3:15: "), "{error}");
         assert!(!error.is_range());
         s.trace.skip_invalid = true;
         let mut session = Session::new(text, &s).unwrap();
         session.run().unwrap();
-        assert_eq!((session.requests(), session.skipped_lines()), (2, 1));
+        assert_eq!((session.replayed(), session.skipped_lines()), (2, 1));
         assert_eq!(session.results()[0].f0_tokens, 5);
     }
 
@@ -401,7 +379,7 @@ mod tests {
     #[test]
     fn an_empty_trace_gives_zero_rows() {
         let mut session = Session::new(b"\n\n".to_vec(), &settings("10", "fifo", 0.5)).unwrap();
-        assert_eq!(session.phase(), Phase::Parse);
+        assert_eq!(session.phase(), Phase::Replay);
         session.run().unwrap();
         assert_eq!(session.phase(), Phase::Done);
         let rows = session.results();

@@ -87,11 +87,9 @@ function onMessage(data) {
   }
 }
 
-function showProgress({ phase, progress, requests, replayed }) {
+function showProgress({ progress, requests, replayed }) {
   ui.bar.style.width = `${(100 * progress).toFixed(1)}%`;
-  ui.progress.textContent = phase === "parse"
-    ? `Reading lines… ${fmt(requests)} requests so far`
-    : `Replaying ${fmt(replayed)} / ${fmt(requests)} requests`;
+  ui.progress.textContent = `Replaying ${fmt(replayed)} / ${fmt(requests)} requests`;
 }
 
 let lastLiveDraw = 0;

@@ -64,13 +64,10 @@ async function run({ source, options }) {
     for (;;) {
       const phase = replay.phase;
       if (phase === "done") break;
-      // While replaying, steps end on window boundaries, where the timeline takes a point.
-      let budget = work;
-      if (phase === "replay") {
-        span ||= Math.max(1, Math.ceil(replay.requests / WINDOWS));
-        const toBoundary = span - (replay.replayed % span);
-        budget = Math.min(work, toBoundary);
-      }
+      // Steps end on window boundaries, where the timeline takes a point (a step reads lines,
+      // and a line holds at most one request, so it never passes a boundary).
+      span ||= Math.max(1, Math.ceil(replay.requests / WINDOWS));
+      const budget = Math.min(work, span - (replay.replayed % span));
       const t0 = performance.now();
       replay.step(budget);
       const took = performance.now() - t0;
@@ -78,8 +75,7 @@ async function run({ source, options }) {
       if (budget === work) {
         work = Math.max(16, Math.min(1 << 20, Math.round(work * (took < SLICE_MS / 2 ? 2 : took > SLICE_MS * 2 ? 0.5 : 1))));
       }
-      if (replay.phase !== "parse" && replay.replayed > 0 &&
-          (replay.replayed % span === 0 || replay.phase === "done")) {
+      if (replay.replayed > 0 && (replay.replayed % span === 0 || replay.phase === "done")) {
         const p = point(replay);
         timeline.push(p);
         postMessage({ type: "snapshot", point: p });

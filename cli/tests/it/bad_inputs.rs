@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use kvreuse::core::message::{self, MessageError};
 use kvreuse::core::setup::{ReplaySettings, Setting};
@@ -81,26 +81,36 @@ fn kvreuse(args: &[&str], stdin: &[u8]) -> Output {
 }
 
 /// (arguments, stdin, what the one-line error must contain).
-const COMMAND_LINE: [(&[&str], &str, &str); 19] = [
+const COMMAND_LINE: [(&[&str], &str, &str); 28] = [
     (&["replay", "--block-size", "0"], "", "block size"),
     (&["replay", "--block-size", "-3"], "", "-3"),
     (&["replay", "--block-size", "abc"], "", "abc"),
     (&["replay", "--capacity", "0"], "", "capacity"),
     (&["replay", "--capacity", "1.5q"], "", "1.5q"),
     (&["replay", "--capacity", ""], "", "capacity"),
+    (&["replay", "--capacity", "-5"], "", "--capacity: \"-5\""),
     (&["replay", "--policy", "fifo,bogus"], "", "bogus"),
     (&["replay", "--warmup", "1"], "", "fraction"),
     (&["replay", "--warmup", "nan"], "", "nan"),
     (&["replay", "--warmup", "-0.5"], "", "-0.5"),
+    (&["replay", "--warmup-requests", "x"], "", "--warmup-requests: \"x\""),
+    (&["replay", "--warmup", "0.5", "--warmup-requests", "3"], "", "--warmup"),
+    // A share of the requests needs their number first; a pipe can be read only once.
+    (&["replay", "--warmup", "0.5", "-"], GOOD[0], "--warmup-requests N"),
     (&["replay", "/no/such/trace.jsonl"], "", "/no/such/trace.jsonl"),
     (&["replay", "/"], "", "/"),
     (&["replay", "--bogus"], "", "--bogus"),
+    (&["replay", "--plot", "/no/such/dir/reuse.svg"], "", "--plot /no/such/dir/reuse.svg"),
+    (&["replay", "--plot", "/"], "", "is a directory"),
+    (&["hash"], "[1]", "not provided: --block-size <N>"),
     (&["hash", "--block-size", "4"], "not json", "JSON"),
     (&["hash", "--block-size", "4"], "[1, -1]", "-1"),
     (&["hash", "--block-size", "4"], "[4294967296]", "4294967296"),
     (&["hash", "--block-size", "0"], "[1]", "block size"),
     (&["hash", "--block-size", "4", "--scheme", "sha1"], "[1]", "sha1"),
     (&["hash", "--block-size", "4"], "{\"token\": [1]}", "tokens"),
+    (&["hash", "--block-size", "4"], "{\"tokens\": [1], \"tokens\": [2]}", "duplicate key"),
+    (&["hash", "--block-size", "4", "--lora-name"], "[1]", "--lora-name"),
 ];
 
 #[test]
@@ -153,19 +163,26 @@ const GOOD: [&str; 3] = [
 fn trace_lines() -> Vec<(Vec<u8>, &'static str)> {
     let mut huge = b"{\"tokens\": [".to_vec();
     huge.resize(100 << 20, b'7');
-    let lines: [(&[u8], &str); 12] = [
-        (br#"{"tokens": "abc"}"#, "invalid type"),
+    let lines: [(&[u8], &str); 15] = [
+        (br#"{"tokens": "abc"}"#, "expected an array, found the string \"abc\""),
         (br#"{"timestamp": 5}"#, "neither"),
         (br#"{"hash_ids": [1, 2]}"#, "input_length"),
         (br#"{"input_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6]}"#, "has 6 ids"),
         (br#"{"tokens": [1, -2]}"#, "-2"),
         (br#"{"tokens": [4294967296]}"#, "4294967296"),
-        (br#"{"input_length": 1e30, "hash_ids": []}"#, "invalid type"),
-        (br#"{"input_length": 18446744073709551616, "hash_ids": []}"#, "expected u64"),
+        (br#"{"input_length": 1e30, "hash_ids": []}"#, "found the number 1e30"),
+        (
+            br#"{"input_length": 18446744073709551616, "hash_ids": []}"#,
+            "expected an unsigned integer",
+        ),
         (br#"{"tokens": [1], "hash_ids": [1], "input_length": 1}"#, "not both"),
-        (b"{\"tokens\": [1, 2, 3, 4]}\xff\xfe", "line"),
-        (b"[1, 2, 3]", "invalid type"),
-        (br#"{"tokens": [1, 2"#, "EOF"),
+        (b"{\"tokens\": [1, 2, 3, 4]}\xff\xfe", "trailing characters"),
+        (b"[1, 2, 3]", "a record is a JSON object"),
+        (br#"{"tokens": [1, 2"#, "found the end of the text"),
+        // A key of the other format, or a key given twice, is named.
+        (br#"{"tokens": [1], "input_length": 1}"#, "\"input_length\""),
+        (br#"{"input_length": 4, "hash_ids": [1], "output_tokens": [1]}"#, "\"output_tokens\""),
+        (br#"{"tokens": [1], "tokens": [2]}"#, "duplicate key \"tokens\""),
     ];
     let mut all: Vec<(Vec<u8>, &str)> = lines.iter().map(|&(l, m)| (l.to_vec(), m)).collect();
     all.push((huge, "line longer than"));
@@ -206,7 +223,8 @@ fn bad_trace_lines_name_file_and_line_and_skipping_them_changes_nothing_else() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "line {i}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        let at = format!("{}:2: ", path.display());
+        // `file:line:column:` where the JSON went wrong, `file:line:` otherwise.
+        let at = format!("{}:2:", path.display());
         assert!(
             stderr.contains(&at) && stderr.contains(mention),
             "{stderr:?} wants {at} {mention:?}"
@@ -221,6 +239,202 @@ fn bad_trace_lines_name_file_and_line_and_skipping_them_changes_nothing_else() {
             "skipping line {i} must leave the other requests' results as they are"
         );
     }
+}
+
+// ---------------------------------------------------------------- files, pipes and limits
+
+/// The cases below, for the catalogue's count.
+const STREAMS: [&str; 10] = [
+    "a byte order mark is skipped",
+    "gzip without a .gz name is read",
+    "timestamps going back are one warning",
+    "an empty trace is a warning",
+    "--plot naming an input trace",
+    "--plot over an existing file, the replay failing",
+    "a closed stdout",
+    "an argument that is not UTF-8",
+    "kvreuse hash given more than 256 MiB",
+    "histories that cannot get their memory",
+];
+
+fn replay_json(args: &[&str]) -> (serde_json::Value, String) {
+    let out = kvreuse(&[&["replay", "--json"], args].concat(), b"");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+/// A byte order mark, gzip behind another name, and timestamps going back are read as what
+/// they are, with one warning for the last; an empty trace gives zeros and a warning.
+#[test]
+fn marks_gzip_backward_time_and_empty_traces_are_read_with_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = write_trace(dir.path(), "plain.jsonl", None);
+    let text = std::fs::read(&plain).unwrap();
+    let args = ["--block-size", "4", "--capacity", "2,inf"];
+    let (want, _) = replay_json(&[&args[..], &[plain.to_str().unwrap()]].concat());
+
+    let marked = dir.path().join("marked.jsonl");
+    std::fs::write(&marked, [&b"\xEF\xBB\xBF"[..], &text].concat()).unwrap();
+    let gzipped = dir.path().join("gzip-named.txt");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&text).unwrap();
+    std::fs::write(&gzipped, gz.finish().unwrap()).unwrap();
+    for path in [&marked, &gzipped] {
+        let (got, stderr) = replay_json(&[&args[..], &[path.to_str().unwrap()]].concat());
+        assert_eq!(got, want, "{}", path.display());
+        assert!(stderr.is_empty(), "{stderr}");
+    }
+
+    // Timestamps 0, 9, 5: one step back, at line 3; the reach counts from the latest, 9 ms,
+    // to the first request's 0.
+    let backward = dir.path().join("backward.jsonl");
+    std::fs::write(&backward, format!("{}\n{}\n{}\n", GOOD[0], GOOD[2], GOOD[1])).unwrap();
+    let (got, stderr) = replay_json(&[&args[..], &[backward.to_str().unwrap()]].concat());
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "kvreuse: warning: {}: 1 record is stamped earlier than the record before (first at \
+             line 3); the reach counts from the latest timestamp",
+            backward.display()
+        )
+    );
+    let inf = got["rows"].as_array().unwrap().iter().find(|r| r["policy"] == "inf").unwrap();
+    assert_eq!(inf["reach_ms"], 9, "{got}");
+
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, b"\n\n").unwrap();
+    let (got, stderr) = replay_json(&[empty.to_str().unwrap()]);
+    assert_eq!(got["requests"], 0);
+    assert!(stderr.contains("warning: the trace holds no requests"), "{stderr}");
+}
+
+/// `--plot` is checked before any work: never an input trace, and an existing file is replaced
+/// only by a complete plot.
+#[test]
+fn plot_files_are_checked_before_the_replay_and_replaced_only_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "trace.jsonl", None);
+    let before = std::fs::read(&trace).unwrap();
+    let relative = dir.path().join(".").join("trace.jsonl");
+    let out = kvreuse(
+        &[
+            "replay",
+            "--block-size",
+            "4",
+            trace.to_str().unwrap(),
+            "--plot",
+            relative.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is the input trace"), "{stderr}");
+    assert_eq!(std::fs::read(&trace).unwrap(), before, "the trace is untouched");
+
+    let plot = dir.path().join("reuse.svg");
+    std::fs::write(&plot, b"an earlier plot").unwrap();
+    let bad = write_trace(dir.path(), "bad.jsonl", Some(b"not json"));
+    let out = kvreuse(
+        &["replay", "--block-size", "4", bad.to_str().unwrap(), "--plot", plot.to_str().unwrap()],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&plot).unwrap(), b"an earlier plot", "a failed run leaves it");
+    let out = kvreuse(
+        &["replay", "--block-size", "4", trace.to_str().unwrap(), "--plot", plot.to_str().unwrap()],
+        b"",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&plot).unwrap().starts_with(b"<svg"), "a complete run replaces it");
+    let leftovers = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".kvreuse-"));
+    assert_eq!(leftovers.count(), 0, "no temporary file is left behind");
+}
+
+/// `kvreuse replay | head -1`: a reader that goes away is not a failure.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let mut child = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(["replay", "--capacity", "1k"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}
+
+/// A flag's value that is not UTF-8 names the flag.
+#[test]
+fn an_argument_that_is_not_utf8_names_its_flag() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"10\xffk");
+    let out = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(["replay".as_ref(), "--capacity".as_ref(), bad])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--capacity") && stderr.contains("not valid UTF-8"), "{stderr}");
+}
+
+/// `kvreuse hash < /dev/zero` stops at its bound instead of growing without one.
+#[test]
+fn hash_reads_at_most_its_bound_from_stdin() {
+    let mut child = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(["hash", "--block-size", "4"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let block = vec![b' '; 1 << 20];
+        // The tool stops reading past its bound; the pipe then breaks, which is expected.
+        for _ in 0..300 {
+            if stdin.write_all(&block).is_err() {
+                break;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("more than 256 MiB"), "{stderr}");
+}
+
+/// Histories whose memory the allocator refuses are an error naming the size and the setting
+/// that asked for it, not an abort. (A cap on the process's address space makes the
+/// allocator refuse; `prlimit` is util-linux's.)
+#[test]
+fn histories_that_cannot_get_their_memory_are_a_named_error() {
+    if std::env::consts::ARCH != "x86_64"
+        || Command::new("prlimit").arg("--version").output().is_err()
+    {
+        eprintln!("skipped: needs prlimit on x86_64");
+        return;
+    }
+    let capacities: Vec<String> = (1..=4000).map(|c| (c * 10).to_string()).collect();
+    let out = Command::new("prlimit")
+        .arg(format!("--as={}", 768u64 << 20))
+        .arg(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(["replay", "--policy", "lru", "--capacity", &capacities.join(",")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("out of memory") && stderr.contains("4000 LRU"), "{stderr}");
+    assert!(stderr.contains("bytes asked for"), "{stderr}");
 }
 
 // ---------------------------------------------------------------- peer messages
@@ -315,6 +529,7 @@ fn catalogue_size() {
     let total = ENVIRONMENT.len()
         + COMMAND_LINE.len()
         + SETUP_MISTAKES.len()
+        + STREAMS.len()
         + trace_lines().len()
         + messages().len()
         + snapshots(dir.path()).len();

@@ -113,7 +113,7 @@ fn bad_lines_name_the_file_and_line_or_are_skipped() {
     let out = kvreuse(&["replay", p, "--block-size", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr.contains(&format!("{p}:2: ")), "{stderr}");
+    assert!(stderr.contains(&format!("{p}:2:16: expected a token id")), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 
     let out = kvreuse(&["replay", p, "--block-size", "1", "--skip-invalid", "--json"]);

@@ -30,37 +30,51 @@ impl DenseIds {
     }
 
     /// The dense number of `id`, numbering it if new. The caller keeps the count of distinct
-    /// ids below `u32::MAX`.
+    /// ids below `u32::MAX`. When the allocator refuses room for a new id, nothing changes and
+    /// the error is the number of bytes asked for.
     #[inline]
-    pub(crate) fn number(&mut self, id: u64) -> u32 {
+    pub(crate) fn number(&mut self, id: u64) -> Result<u32, usize> {
         let next = self.len as u32;
         if let Some(slot) = usize::try_from(id).ok().and_then(|i| self.direct.get_mut(i)) {
             if *slot == NONE {
                 *slot = next;
                 self.len += 1;
             }
-            return *slot;
+            return Ok(*slot);
         }
         self.number_slow(id, next)
     }
 
     #[inline(never)]
-    fn number_slow(&mut self, id: u64, next: u32) -> u32 {
+    fn number_slow(&mut self, id: u64, next: u32) -> Result<u32, usize> {
         let limit = DIRECT_SLACK * (self.len + 1) + MIN_DIRECT;
         if id < limit as u64 {
-            self.grow_direct((id as usize + 1).next_power_of_two().min(limit));
+            self.grow_direct((id as usize + 1).next_power_of_two().min(limit))?;
             return self.number(id);
+        }
+        if self.map.len() == self.map.capacity() {
+            let more = self.map.len().max(16);
+            let bytes = (self.map.len() + more) * 2 * size_of::<(u64, u32)>();
+            self.map.try_reserve(more).map_err(|_| bytes)?;
         }
         let number = *self.map.entry(id).or_insert(next);
         if number == next {
             self.len += 1;
         }
-        number
+        Ok(number)
+    }
+
+    /// Heap bytes held (an estimate for the map: its entries and control bytes).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.direct.capacity() * size_of::<u32>()
+            + self.map.capacity() * (size_of::<(u64, u32)>() + 1)
     }
 
     /// Extends the direct array to `size` slots, moving the ids it now covers out of the map.
-    fn grow_direct(&mut self, size: usize) {
+    fn grow_direct(&mut self, size: usize) -> Result<(), usize> {
         let old = self.direct.len();
+        let bytes = size * size_of::<u32>();
+        self.direct.try_reserve_exact(size - old).map_err(|_| bytes)?;
         self.direct.resize(size, NONE);
         let direct = &mut self.direct;
         self.map.retain(|&id, &mut number| {
@@ -71,6 +85,7 @@ impl DenseIds {
                 true
             }
         });
+        Ok(())
     }
 }
 
@@ -102,7 +117,7 @@ mod tests {
             };
             let want = model.len() as u32;
             let want = *model.entry(id).or_insert(want);
-            assert_eq!(dense.number(id), want, "id {id} at step {step}");
+            assert_eq!(dense.number(id), Ok(want), "id {id} at step {step}");
             assert_eq!(dense.len(), model.len());
         }
         assert!(!dense.direct.is_empty() && !dense.map.is_empty());

@@ -38,7 +38,7 @@ pub(crate) struct Histories {
     /// Ids the arrays have room for.
     ids: usize,
     /// Stamp of the first request that taught an `inf` history anything.
-    first_stamp: Option<u32>,
+    first_stamp: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -57,8 +57,8 @@ struct Fifo {
     /// New insertions so far.
     now: u64,
     /// (insertion count after a request's ids, its stamp), oldest first, for the requests
-    /// that still have ids present.
-    spans: VecDeque<(u64, u32)>,
+    /// that still have ids present (at most one per id present).
+    spans: VecDeque<(u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -74,9 +74,8 @@ struct Node {
     /// Towards the most recent, towards the least recent; `NIL` at the ends.
     newer: u32,
     older: u32,
-    /// The stamp of the latest touch (meaningful while present). 32 bits keep the node at
-    /// 12 bytes; the replay numbers at most `u32::MAX` requests.
-    stamp: u32,
+    /// The stamp of the latest touch (meaningful while present).
+    stamp: u64,
 }
 
 const EMPTY_NODE: Node = Node { newer: NIL, older: NIL, stamp: 0 };
@@ -118,24 +117,50 @@ impl Histories {
         }
     }
 
-    /// Makes room for ids `0..ids`: exactly when that much was reserved, else twice as many
-    /// so that regrowing stays amortized.
-    pub(crate) fn grow(&mut self, ids: usize) {
-        if ids > self.ids {
-            let reserved = self.present.capacity() / self.words;
-            let ids = if reserved >= ids { ids } else { ids.next_power_of_two() };
-            self.ids = ids;
-            self.present.resize(ids * self.words, 0);
-            self.nodes.resize(ids * self.lrus.len(), EMPTY_NODE);
+    /// Makes room for ids `0..ids`, twice as many as needed so that regrowing stays
+    /// amortized. When the allocator refuses, nothing changes and the error says how many
+    /// bytes were asked for.
+    pub(crate) fn grow(&mut self, ids: usize) -> Result<(), usize> {
+        if ids <= self.ids {
+            return Ok(());
         }
+        let ids = ids.checked_next_power_of_two().ok_or(usize::MAX)?;
+        let words = ids.checked_mul(self.words).ok_or(usize::MAX)?;
+        let nodes = ids.checked_mul(self.lrus.len()).ok_or(usize::MAX)?;
+        // A FIFO's ring holds at most one entry per distinct id: reserved here too, so that
+        // learning an id never allocates.
+        let ring = |f: &Fifo| f.capacity.min(ids);
+        let rings: usize = self.fifos.iter().map(ring).fold(0, usize::saturating_add);
+        let bytes = Self::bytes(words, nodes).saturating_add(rings.saturating_mul(4));
+        self.present.try_reserve_exact(words - self.present.len()).map_err(|_| bytes)?;
+        self.nodes.try_reserve_exact(nodes - self.nodes.len()).map_err(|_| bytes)?;
+        for fifo in &mut self.fifos {
+            let want = ring(fifo);
+            fifo.ring.try_reserve_exact(want.saturating_sub(fifo.ring.len())).map_err(|_| bytes)?;
+        }
+        self.present.resize(words, 0);
+        self.nodes.resize(nodes, EMPTY_NODE);
+        self.ids = ids;
+        Ok(())
     }
 
-    /// Makes room for ids `0..ids` without touching the memory yet.
-    pub(crate) fn reserve(&mut self, ids: usize) {
-        let words = ids.saturating_mul(self.words).saturating_sub(self.present.len());
-        self.present.reserve(words);
-        let nodes = ids.saturating_mul(self.lrus.len()).saturating_sub(self.nodes.len());
-        self.nodes.reserve(nodes);
+    /// Heap bytes of `words` presence words and `nodes` LRU nodes.
+    fn bytes(words: usize, nodes: usize) -> usize {
+        words
+            .saturating_mul(size_of::<u64>())
+            .saturating_add(nodes.saturating_mul(size_of::<Node>()))
+    }
+
+    /// Heap bytes held: the per-id arrays and each FIFO's ring.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let rings: usize = self.fifos.iter().map(|f| f.ring.capacity() * size_of::<u32>()).sum();
+        Self::bytes(self.present.capacity(), self.nodes.capacity()).saturating_add(rings)
+    }
+
+    /// Histories of each policy: FIFO, LRU, `inf`.
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        let (fifo, lru) = (self.fifos.len(), self.lrus.len());
+        (fifo, lru, self.kinds.len() - fifo - lru)
     }
 
     /// Presence words per id.
@@ -166,7 +191,7 @@ impl Histories {
 
     /// Every history learns `ids` for the request stamped `stamp` (its number); each history's
     /// evictions are added to `evictions`.
-    pub(crate) fn learn(&mut self, ids: &[u32], stamp: u32, evictions: &mut [u64]) {
+    pub(crate) fn learn(&mut self, ids: &[u32], stamp: u64, evictions: &mut [u64]) {
         // History by history: each gets a tight loop, and a request's ids are few enough that
         // their lines stay cached from one history to the next.
         for (h, evicted) in evictions.iter_mut().enumerate().take(self.kinds.len()) {
@@ -226,7 +251,7 @@ impl Histories {
 
     /// LRU `l`, history `h`, touches `id`; returns the evictions (0 or 1).
     #[inline]
-    fn lru_touch(&mut self, h: usize, l: usize, id: u32, stamp: u32) -> u64 {
+    fn lru_touch(&mut self, h: usize, l: usize, id: u32, stamp: u64) -> u64 {
         let mut evicted = 0;
         if self.is_present(id, h) {
             if self.lrus[l].newest == id {
@@ -257,7 +282,7 @@ impl Histories {
     }
 
     /// The stamp of the request that taught history `h` the oldest id it still holds.
-    pub(crate) fn oldest_stamp(&self, h: usize) -> Option<u32> {
+    pub(crate) fn oldest_stamp(&self, h: usize) -> Option<u64> {
         match self.kinds[h] {
             Kind::Fifo(f) => self.fifos[f].spans.front().map(|&(_, stamp)| stamp),
             Kind::Lru(l) => {
@@ -272,7 +297,7 @@ impl Histories {
 impl Fifo {
     /// Records the span of the request stamped `stamp` (if it inserted anything) and forgets
     /// the spans of requests whose ids are all evicted.
-    fn close_request(&mut self, before: u64, stamp: u32) {
+    fn close_request(&mut self, before: u64, stamp: u64) {
         if self.now > before {
             self.spans.push_back((self.now, stamp));
         }
@@ -307,12 +332,12 @@ mod tests {
             config.push((Policy::Lru, Some(c)));
         }
         let mut histories = Histories::new(&config);
-        histories.grow(IDS as usize);
+        histories.grow(IDS as usize).unwrap();
         assert_eq!(histories.words(), 2);
-        let mut fifos = vec![VecDeque::<(u32, u32)>::new(); capacities.len()];
+        let mut fifos = vec![VecDeque::<(u32, u64)>::new(); capacities.len()];
         let mut lrus = fifos.clone();
         let mut rng = 0x2545_f491_4f6c_dd1du64;
-        for stamp in 0..3000u32 {
+        for stamp in 0..3000u64 {
             let ids: Vec<u32> =
                 (0..xorshift(&mut rng) % 4).map(|_| (xorshift(&mut rng) % 30) as u32).collect();
             let mut evictions = vec![0; config.len()];

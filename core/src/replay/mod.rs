@@ -18,6 +18,11 @@
 //! With a warm-up, requests before [`ReplayConfig::measure_from`] teach the histories but are
 //! not counted.
 //!
+//! The engine keeps nothing per request: its memory is the histories' state and the table of
+//! distinct ids, whatever the trace's length, so a week of traffic replays in the memory of
+//! its distinct blocks. Time is a clock that only moves forward (the largest timestamp seen),
+//! so a trace whose timestamps step back still measures how far back each history reaches.
+//!
 //! All histories see the same ids, so the engine gives each distinct id a dense number once,
 //! and every history keeps its state in arrays indexed by it: a lookup or an insert is an
 //! array access, and one pass drives a dozen histories at little more than the cost of one.
@@ -123,6 +128,12 @@ impl ReplayConfig {
         ReplayConfig { block_size, histories, measure_from: 0 }
     }
 
+    /// The histories of each policy: FIFO, LRU, `inf`.
+    pub fn policy_counts(&self) -> (usize, usize, usize) {
+        let count = |p| self.histories.iter().filter(|&&(policy, _)| policy == p).count();
+        (count(Policy::Fifo), count(Policy::Lru), count(Policy::Inf))
+    }
+
     /// How many of a trace's `requests` requests are counted (those after the warm-up).
     pub fn counted(&self, requests: usize) -> usize {
         requests - self.measure_from.min(requests)
@@ -141,8 +152,15 @@ pub enum ReplayError {
     BadCapacity(Policy),
     /// The trace has more distinct ids than one replay can number.
     TooManyIds,
-    /// The trace has more requests than one replay can number (`u32::MAX`).
-    TooManyRequests,
+    /// The allocator refused the memory the histories need for the trace's distinct ids.
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
+        /// Distinct ids at that point.
+        ids: usize,
+        /// Histories of each policy: FIFO, LRU, `inf`.
+        histories: (usize, usize, usize),
+    },
 }
 
 impl fmt::Display for ReplayError {
@@ -152,9 +170,13 @@ impl fmt::Display for ReplayError {
             Self::History(e) => e.fmt(f),
             Self::BadCapacity(Policy::Inf) => f.write_str("the inf policy takes no capacity"),
             Self::BadCapacity(policy) => write!(f, "the {policy} policy needs a capacity"),
-            Self::TooManyRequests => {
-                write!(f, "the trace has more than {} requests", u32::MAX)
-            }
+            Self::OutOfMemory { bytes, ids, histories: (fifo, lru, inf) } => write!(
+                f,
+                "out of memory: {bytes} bytes asked for the state of {} histories ({fifo} FIFO, \
+                 {lru} LRU, {inf} inf) over {ids} distinct block ids; replay fewer capacities or \
+                 policies at once",
+                fifo + lru + inf
+            ),
             Self::TooManyIds => {
                 write!(f, "the trace has more than {MAX_DISTINCT_IDS} distinct block ids")
             }
@@ -183,8 +205,8 @@ pub struct Row {
     pub f1_blocks: u64,
     /// Ids evicted while counting.
     pub evictions: u64,
-    /// At the end, how far back the history reached in trace time: the last request's
-    /// timestamp minus that of the request that inserted the oldest id still present.
+    /// At the end, how far back the history reached in trace time: the latest timestamp
+    /// minus that of the request that inserted the oldest id still present.
     pub reach_ms: Option<u64>,
 }
 
@@ -197,8 +219,8 @@ pub struct Replay {
     block_size: usize,
     measure_from: usize,
     requests: usize,
-    /// Each request's timestamp, by request number.
-    timestamps: Vec<Option<u64>>,
+    /// The latest timestamp so far (time never steps back here).
+    clock: Option<u64>,
     histories: Histories,
     rows: Vec<Row>,
     /// The dense number of each id seen so far.
@@ -261,7 +283,7 @@ impl Replay {
             block_size: config.block_size,
             measure_from: config.measure_from,
             requests: 0,
-            timestamps: Vec::new(),
+            clock: None,
             histories,
             rows,
             dense: DenseIds::default(),
@@ -274,36 +296,40 @@ impl Replay {
         })
     }
 
-    /// Makes room for `ids` more distinct ids, so that a caller that knows (a bound on) the
-    /// trace's size spares the histories from regrowing (and copying) as it goes.
-    pub fn reserve(&mut self, ids: usize) {
-        self.histories.reserve(self.dense.len().saturating_add(ids));
-    }
-
     /// The dense numbers of `ids`, numbering new ones.
-    fn intern(dense: &mut DenseIds, ids: &[u64], out: &mut Vec<u32>) {
+    fn intern(dense: &mut DenseIds, ids: &[u64], out: &mut Vec<u32>) -> Result<(), usize> {
         out.clear();
-        out.extend(ids.iter().map(|&id| dense.number(id)));
+        for &id in ids {
+            out.push(dense.number(id)?);
+        }
+        Ok(())
     }
 
-    /// Replays one request against every history. Fails, changing nothing, only when the
-    /// trace holds more distinct ids than [`MAX_DISTINCT_IDS`] or more than `u32::MAX`
-    /// requests.
+    /// Replays one request against every history. Fails only when the trace holds more
+    /// distinct ids than [`MAX_DISTINCT_IDS`], or the allocator refuses the memory their
+    /// state needs; nothing is counted for the request then.
     pub fn push(&mut self, request: &Request) -> Result<(), ReplayError> {
         let ids = request.prompt_ids.len() + request.output_ids.len();
         if self.dense.len().saturating_add(ids) > MAX_DISTINCT_IDS {
             return Err(ReplayError::TooManyIds);
         }
-        let stamp = u32::try_from(self.requests).map_err(|_| ReplayError::TooManyRequests)?;
+        let out_of_memory = |bytes, ids, histories: &Histories| ReplayError::OutOfMemory {
+            bytes,
+            ids,
+            histories: histories.counts(),
+        };
+        Self::intern(&mut self.dense, &request.prompt_ids, &mut self.prompt)
+            .and_then(|()| Self::intern(&mut self.dense, &request.output_ids, &mut self.output))
+            .map_err(|bytes| out_of_memory(bytes, self.dense.len(), &self.histories))?;
+        self.histories
+            .grow(self.dense.len())
+            .map_err(|bytes| out_of_memory(bytes, self.dense.len(), &self.histories))?;
         let counted = self.requests >= self.measure_from;
         self.requests += 1;
-        self.timestamps.push(request.timestamp);
-        let known = self.dense.len();
-        Self::intern(&mut self.dense, &request.prompt_ids, &mut self.prompt);
-        Self::intern(&mut self.dense, &request.output_ids, &mut self.output);
-        if self.dense.len() > known {
-            self.histories.grow(self.dense.len());
+        if request.timestamp.is_some() {
+            self.clock = self.clock.max(request.timestamp);
         }
+        let stamp = self.clock.unwrap_or(0);
         if counted {
             self.count(request);
         }
@@ -316,6 +342,11 @@ impl Replay {
             }
         }
         Ok(())
+    }
+
+    /// Heap bytes the engine holds: the histories' state and the table of distinct ids.
+    pub fn heap_bytes(&self) -> usize {
+        self.histories.heap_bytes().saturating_add(self.dense.heap_bytes())
     }
 
     /// Adds the current request's F0, F1 and "any" counts to every row, looking its prompt up
@@ -354,11 +385,10 @@ impl Replay {
 
     /// The results so far, one row per history, in configuration order.
     pub fn results(&self) -> Vec<Row> {
-        let last_timestamp = self.timestamps.iter().rev().find_map(|&t| t);
         let mut rows = self.rows.clone();
         for (h, row) in rows.iter_mut().enumerate() {
-            let oldest = self.histories.oldest_stamp(h).and_then(|s| self.timestamps[s as usize]);
-            row.reach_ms = last_timestamp.zip(oldest).map(|(last, t)| last.saturating_sub(t));
+            let oldest = self.histories.oldest_stamp(h);
+            row.reach_ms = self.clock.zip(oldest).map(|(last, t)| last.saturating_sub(t));
         }
         rows
     }

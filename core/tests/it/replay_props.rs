@@ -21,7 +21,13 @@ fn request() -> impl Strategy<Value = Request> {
         .prop_map(|(prompt_ids, partial, output_ids, timestamp)| {
             let full = (prompt_ids.len() as u64).saturating_sub(1) * BLOCK as u64;
             let last = if prompt_ids.is_empty() { 0 } else { BLOCK as u64 - partial };
-            Request { timestamp, prompt_tokens: full + last, prompt_ids, output_ids }
+            Request {
+                timestamp,
+                prompt_tokens: full + last,
+                prompt_ids,
+                output_ids,
+                ..Request::default()
+            }
         })
 }
 

@@ -125,8 +125,8 @@ async fn scraped_metrics_equal_the_replay_engine() {
     // The same requests through the core: every request observed, completed ones counted
     // and taught, in order.
     let hasher = DynamoHasher::new(BLOCK).unwrap();
-    let requests: Vec<Request> =
-        kvreuse::trace::load(&[&trace], &hasher, false, 1).unwrap().requests;
+    let source = kvreuse::trace::Source::Path(trace.clone());
+    let (requests, _) = kvreuse::trace::load(vec![source], &hasher, false, 1).unwrap();
     let completes =
         |i: usize| !(i + 1).is_multiple_of(CANCEL_EVERY) && !(i + 1).is_multiple_of(ABORT_EVERY);
     let completed: Vec<&Request> =
