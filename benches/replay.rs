@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::replay::{Policy, Replay, ReplayConfig};
+use kvreuse::core::setup::TraceSettings;
 use kvreuse::core::trace::Request;
 use kvreuse::trace::{Source, load};
 
@@ -82,8 +82,7 @@ fn separate_passes(requests: &[Request]) -> Vec<u64> {
 }
 
 fn replay(c: &mut Criterion) {
-    let hasher = DynamoHasher::new(BLOCK).unwrap();
-    let (requests, _) = load(vec![Source::Bundled], &hasher, false, 1).unwrap();
+    let (requests, _) = load(vec![Source::Bundled], &TraceSettings::default(), 1).unwrap();
     assert_eq!(one_pass(&requests), separate_passes(&requests), "both must agree");
     let blocks: usize = requests.iter().map(|r| r.prompt_ids.len()).sum();
     let mut group = c.benchmark_group("replay/mooncake_fifo_lru_x4");

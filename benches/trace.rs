@@ -20,6 +20,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::replay::{Policy, ReplayConfig};
+use kvreuse::core::setup::TraceSettings;
 use kvreuse::core::trace::lines::numbered;
 use kvreuse::core::trace::{Request, parse_line};
 use kvreuse::replay::replay_trace;
@@ -46,7 +47,7 @@ fn serde_lines(text: &[u8]) -> Vec<Request> {
                 prompt_tokens: r.input_length,
                 prompt_ids: r.hash_ids,
                 output_tokens: r.output_length.unwrap_or(0),
-                output_ids: Vec::new(),
+                ..Request::default()
             }
         })
         .collect()
@@ -59,6 +60,7 @@ fn kvreuse_lines(text: &[u8], hasher: &DynamoHasher) -> Vec<Request> {
 fn trace(c: &mut Criterion) {
     eprintln!("{}", kvreuse_benches::machine());
     let hasher = DynamoHasher::new(BLOCK).unwrap();
+    let settings = TraceSettings::default();
     assert_eq!(kvreuse_lines(BUNDLED_TRACE, &hasher), serde_lines(BUNDLED_TRACE), "same records");
     let mut group = c.benchmark_group("trace/mooncake_synthetic_1.1MB");
     group.throughput(Throughput::Bytes(BUNDLED_TRACE.len() as u64));
@@ -71,7 +73,7 @@ fn trace(c: &mut Criterion) {
     });
     group.bench_function("kvreuse reader, 1 thread", |b| {
         b.iter(|| {
-            let reader = TraceReader::new(vec![Source::Bundled], hasher, false, 1);
+            let reader = TraceReader::new(vec![Source::Bundled], &settings, 1).unwrap();
             let mut records = 0;
             reader
                 .read(|batch| {
@@ -93,7 +95,8 @@ fn trace(c: &mut Criterion) {
     config.measure_from = 3993 / 2;
     group.bench_function("kvreuse: read, parse, replay fifo+lru x 4 capacities", |b| {
         b.iter(|| {
-            let reader = TraceReader::new(vec![Source::Bundled], hasher, false, default_threads());
+            let reader =
+                TraceReader::new(vec![Source::Bundled], &settings, default_threads()).unwrap();
             replay_trace(&config, &reader, default_threads(), || {}).unwrap()
         });
     });

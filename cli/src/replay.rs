@@ -9,6 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use kvreuse::core::replay::{Capacity, Row};
 use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
+use kvreuse::core::trace::Format;
 use kvreuse::replay::replay_trace;
 use kvreuse::trace::{self, BUNDLED_TRACE_NAME, Source, TraceReader};
 use serde::Serialize;
@@ -19,14 +20,18 @@ use crate::output::OutputFile;
 /// [`kvreuse::core::setup`], so that the browser build and the Python package read them alike.
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
-    /// Trace files (JSONL, gzip read transparently), `-` for standard input: Mooncake records
-    /// (`hash_ids`) or token records (`tokens`, optional `output_tokens`). Without any, the
-    /// bundled Mooncake synthetic trace.
+    /// Trace files (gzip read transparently), `-` for standard input, or directories (their
+    /// .json files): Mooncake, Bailian or token records (JSONL), or kv-cache-tester documents.
+    /// Without any, the bundled Mooncake synthetic trace.
     traces: Vec<PathBuf>,
-    /// Tokens per block: the trace's for Mooncake records, the hashing block size for token
-    /// records.
-    #[arg(long, value_name = "N", default_value = "512", allow_hyphen_values = true, value_parser = utf8())]
-    block_size: String,
+    /// The trace format: mooncake, bailian, kvcache-tester or tokens (default: told from each
+    /// file's first bytes).
+    #[arg(long, value_name = "FORMAT", value_parser = utf8())]
+    format: Option<String>,
+    /// Tokens per block: default the format's (Mooncake 512, Bailian 16, a kv-cache-tester
+    /// document's own, token records 512, the hashing block size).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = utf8())]
+    block_size: Option<String>,
     /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
     #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_CAPACITIES, allow_hyphen_values = true, value_parser = utf8())]
     capacity: Vec<String>,
@@ -50,6 +55,10 @@ pub(crate) struct ReplayArgs {
     /// Skip invalid lines (and report how many) instead of stopping at the first.
     #[arg(long)]
     skip_invalid: bool,
+    /// Seconds between the starts of kv-cache-tester conversations (file k starts at k times
+    /// this).
+    #[arg(long, value_name = "SECONDS", default_value = "0", allow_hyphen_values = true, value_parser = utf8())]
+    stagger: String,
 }
 
 impl ReplayArgs {
@@ -57,13 +66,18 @@ impl ReplayArgs {
     fn settings(&self) -> Result<ReplaySettings> {
         let mut settings = ReplaySettings::default();
         let mut given = vec![
-            (Setting::BlockSize, self.block_size.clone()),
             (Setting::Capacity, self.capacity.join(",")),
             (Setting::Policy, self.policy.join(",")),
             (Setting::Warmup, self.warmup.clone()),
+            (Setting::Stagger, self.stagger.clone()),
         ];
-        if let Some(requests) = &self.warmup_requests {
-            given.push((Setting::WarmupRequests, requests.clone()));
+        let optional = [
+            (Setting::Format, &self.format),
+            (Setting::BlockSize, &self.block_size),
+            (Setting::WarmupRequests, &self.warmup_requests),
+        ];
+        for (setting, value) in optional {
+            given.extend(value.clone().map(|text| (setting, text)));
         }
         for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
@@ -136,32 +150,29 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
 }
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
-    let settings = args.settings()?;
-    let mut config = settings.grid(Capacity::blocks).map_err(flag_error)?;
-    let hasher = settings.trace.hasher().map_err(flag_error)?;
-    let skip_invalid = settings.trace.skip_invalid;
+    let mut settings = args.settings()?;
     // Checked before any work.
     let plot = args.plot.as_deref().map(|p| OutputFile::prepare(p, "--plot", &args.traces));
     let plot = plot.transpose()?;
-    let sources = Source::from_args(&args.traces);
+    let sources = Source::from_args(&args.traces)?;
     if args.traces.is_empty() {
         eprintln!(
             "kvreuse: replaying the {BUNDLED_TRACE_NAME} (FAST'25, Apache-2.0; see traces/NOTICE)"
         );
     }
+    // The first file's format sets the block size when none is given.
+    settings.trace.settle(sources[0].sniff()?);
+    let mut config = settings.grid(Capacity::blocks).map_err(flag_error)?;
     let threads = trace::default_threads();
+    let reader = TraceReader::new(sources.clone(), &settings.trace, threads).map_err(flag_error)?;
     let warmup = settings.trace.warmup;
     let measure_from = match warmup.measure_from(None) {
         Some(n) => n,
-        None => {
-            let records = trace::count_records(&sources, &hasher, skip_invalid, threads)?;
-            warmup.measure_from(Some(records)).unwrap_or(0)
-        }
+        None => warmup.measure_from(Some(reader.count_records()?)).unwrap_or(0),
     };
     config.measure_from = usize::try_from(measure_from).unwrap_or(usize::MAX);
 
     let stored: Option<u64> = sources.iter().map(Source::stored_bytes).sum();
-    let reader = TraceReader::new(sources, hasher, skip_invalid, threads);
     let progress = match stored {
         Some(total) if std::io::stderr().is_terminal() && total >= 64 << 20 => {
             ProgressBar::new(total).with_style(
@@ -179,6 +190,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     });
     progress.finish_and_clear();
     let (replayed, stats) = streamed?;
+    report_formats(&stats.formats);
     for (name, time) in &stats.time_steps_back {
         if let Some(warning) = time.warning() {
             eprintln!("kvreuse: warning: {name}: {warning}");
@@ -309,6 +321,32 @@ fn human_ms(ms: u64) -> String {
         60_000..3_600_000 => format!("{:.1} min", ms as f64 / 6e4),
         _ => format!("{:.1} h", ms as f64 / 3.6e6),
     }
+}
+
+/// Says on stderr, in one line, which formats were told from the files' first bytes.
+fn report_formats(formats: &[(String, Option<Format>, bool)]) {
+    let mut detected: Vec<(Format, Vec<&str>)> = Vec::new();
+    for (name, format, told) in formats {
+        let (Some(format), true) = (format, told) else { continue };
+        if name == BUNDLED_TRACE_NAME {
+            continue;
+        }
+        match detected.iter_mut().find(|(f, _)| f == format) {
+            Some((_, names)) => names.push(name),
+            None => detected.push((*format, vec![name])),
+        }
+    }
+    if detected.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = detected
+        .iter()
+        .map(|(format, names)| match names.as_slice() {
+            [one] => format!("{format} ({one})"),
+            many => format!("{format} ({} files)", many.len()),
+        })
+        .collect();
+    eprintln!("kvreuse: formats told from the files: {}", parts.join(", "));
 }
 
 #[cfg(test)]

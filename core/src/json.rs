@@ -622,6 +622,19 @@ impl<'a> Json<'a> {
         }
     }
 
+    /// Reads `-1` if it is next (the "none" of some integer fields); returns whether it was.
+    pub fn minus_one(&mut self) -> bool {
+        self.skip_blanks();
+        let rest = &self.text[self.at..];
+        let more = matches!(rest.get(2), Some(b'0'..=b'9' | b'.' | b'e' | b'E'));
+        if rest.starts_with(b"-1") && !more {
+            self.at += 2;
+            true
+        } else {
+            false
+        }
+    }
+
     /// Reads `null` if it is next; returns whether it was.
     pub fn null(&mut self) -> bool {
         self.skip_blanks();

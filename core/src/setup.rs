@@ -21,8 +21,10 @@ use core::fmt;
 
 use crate::chain::{ChainError, DynamoHasher, check_block_size};
 use crate::history::MAX_CAPACITY;
+use crate::json::Json;
 use crate::names::{Quoted, UnknownName};
 use crate::replay::{Capacity, CapacityError, Policy, ReplayConfig};
+use crate::trace::{Format, Sniffed};
 
 /// A setting of a run, by the names each front end gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +42,10 @@ pub enum Setting {
     WarmupRequests,
     /// Count and skip invalid records instead of stopping at the first.
     SkipInvalid,
+    /// The trace format (detected per file when not given).
+    Format,
+    /// Seconds between the starts of concurrent conversations (kv-cache-tester documents).
+    Stagger,
 }
 
 impl Setting {
@@ -52,6 +58,8 @@ impl Setting {
             Setting::Warmup => "--warmup",
             Setting::WarmupRequests => "--warmup-requests",
             Setting::SkipInvalid => "--skip-invalid",
+            Setting::Format => "--format",
+            Setting::Stagger => "--stagger",
         }
     }
 
@@ -64,6 +72,8 @@ impl Setting {
             Setting::Warmup => "warmup",
             Setting::WarmupRequests => "warmupRequests",
             Setting::SkipInvalid => "skipInvalid",
+            Setting::Format => "format",
+            Setting::Stagger => "stagger",
         }
     }
 
@@ -76,6 +86,8 @@ impl Setting {
             Setting::Warmup => "warmup",
             Setting::WarmupRequests => "warmup_requests",
             Setting::SkipInvalid => "skip_invalid",
+            Setting::Format => "format",
+            Setting::Stagger => "stagger",
         }
     }
 
@@ -87,6 +99,8 @@ impl Setting {
             Setting::Policy => "policy",
             Setting::Warmup | Setting::WarmupRequests => "warm-up",
             Setting::SkipInvalid => "switch",
+            Setting::Format => "format",
+            Setting::Stagger => "stagger",
         }
     }
 }
@@ -120,6 +134,8 @@ pub enum Problem {
     NotAFraction(String),
     /// Not a whole number, as written.
     NotACount(String),
+    /// Not a number of seconds (a non-negative decimal), as written.
+    NotSeconds(String),
     /// A block size the hash chains cannot use.
     BlockSize(ChainError),
     /// The setting does not apply to this kind of run.
@@ -136,7 +152,7 @@ impl SetupError {
     pub fn is_range(&self) -> bool {
         match &self.problem {
             Problem::Capacity { error, .. } => !matches!(error, CapacityError::Unrecognized),
-            Problem::NotAFraction(_) | Problem::BlockSize(_) => true,
+            Problem::NotAFraction(_) | Problem::BlockSize(_) | Problem::NotSeconds(_) => true,
             Problem::Name(_) | Problem::Empty | Problem::NotACount(_) | Problem::NotASetting => {
                 false
             }
@@ -152,6 +168,9 @@ impl fmt::Display for SetupError {
             Problem::Empty => write!(f, "give at least one {}", self.setting.noun()),
             Problem::NotAFraction(text) => write!(f, "{text} is not a fraction in [0, 1)"),
             Problem::NotACount(text) => write!(f, "{} is not a whole number", Quoted(text)),
+            Problem::NotSeconds(text) => {
+                write!(f, "{} is not a number of seconds (like 60 or 0.5)", Quoted(text))
+            }
             Problem::BlockSize(error) => error.fmt(f),
             Problem::NotASetting => write!(f, "not a setting of this kind of run"),
         }
@@ -273,18 +292,32 @@ impl Warmup {
 /// What every run over a trace is asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceSettings {
-    /// Tokens per block.
+    /// Tokens per block: as given, or the format's (see [`settle`](Self::settle)).
     pub block_size: usize,
+    /// Whether the block size was given (rather than the format's default).
+    pub block_size_given: bool,
+    /// The format, or `None` to tell each file's from its first bytes.
+    pub format: Option<Format>,
     /// Which requests only warm up.
     pub warmup: Warmup,
     /// Count and skip invalid records instead of stopping at the first.
     pub skip_invalid: bool,
+    /// Milliseconds between the starts of concurrent conversations: document `k` starts at
+    /// `k` times this.
+    pub stagger_ms: u64,
 }
 
 impl Default for TraceSettings {
     /// The command line's defaults.
     fn default() -> Self {
-        TraceSettings { block_size: 512, warmup: Warmup::Fraction(0.0), skip_invalid: false }
+        TraceSettings {
+            block_size: Format::Mooncake.default_block_size(),
+            block_size_given: false,
+            format: None,
+            warmup: Warmup::Fraction(0.0),
+            skip_invalid: false,
+            stagger_ms: 0,
+        }
     }
 }
 
@@ -294,6 +327,41 @@ impl TraceSettings {
         check_block_size(block_size)
             .map_err(|e| SetupError::new(Setting::BlockSize, Problem::BlockSize(e)))?;
         self.block_size = block_size;
+        self.block_size_given = true;
+        Ok(())
+    }
+
+    /// Settles what the first file of the trace says (its format, and a kv-cache-tester
+    /// document's own block size) into the settings not given: the block size becomes the
+    /// document's, or the format's default.
+    pub fn settle(&mut self, first: Sniffed) {
+        if self.block_size_given {
+            return;
+        }
+        let format = self.format.or(first.format);
+        if let Some(block_size) = first.block_size.filter(|_| format == Some(Format::KvcacheTester))
+        {
+            self.block_size = block_size;
+        } else if let Some(format) = format {
+            self.block_size = format.default_block_size();
+        }
+    }
+
+    /// Sets the format by name.
+    pub fn set_format(&mut self, text: &str) -> Result<(), SetupError> {
+        let format =
+            Format::parse(text).map_err(|e| SetupError::new(Setting::Format, Problem::Name(e)))?;
+        self.format = Some(format);
+        Ok(())
+    }
+
+    /// Sets the stagger from seconds as written (`60`, `0.5`).
+    pub fn set_stagger(&mut self, text: &str) -> Result<(), SetupError> {
+        let mut json = Json::new(text.trim().as_bytes());
+        let ms = json.decimal(3).and_then(|ms| json.end().map(|()| ms));
+        let ms =
+            ms.map_err(|_| SetupError::new(Setting::Stagger, Problem::NotSeconds(text.into())))?;
+        self.stagger_ms = ms;
         Ok(())
     }
 
@@ -331,6 +399,8 @@ impl TraceSettings {
             Setting::BlockSize => self.set_block_size(parse_count(setting, text)?)?,
             Setting::Warmup => self.set_warmup_text(text)?,
             Setting::WarmupRequests => self.set_warmup_requests(parse_count(setting, text)?),
+            Setting::Format => self.set_format(text)?,
+            Setting::Stagger => self.set_stagger(text)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -520,6 +590,8 @@ mod tests {
             Setting::Warmup,
             Setting::WarmupRequests,
             Setting::SkipInvalid,
+            Setting::Format,
+            Setting::Stagger,
         ] {
             let flag = setting.flag().strip_prefix("--").unwrap();
             let snake = flag.replace('-', "_");
@@ -597,10 +669,37 @@ mod tests {
             (Setting::Warmup, "nan", "nan is not a fraction in [0, 1)"),
             (Setting::WarmupRequests, "1.5", "\"1.5\" is not a whole number"),
             (Setting::SkipInvalid, "yes", "not a setting of this kind of run"),
+            (
+                Setting::Format,
+                "csv",
+                "unknown format \"csv\" (expected one of mooncake, bailian, kvcache-tester, tokens)",
+            ),
+            (Setting::Stagger, "-1", "\"-1\" is not a number of seconds (like 60 or 0.5)"),
+            (Setting::Stagger, "1 min", "\"1 min\" is not a number of seconds (like 60 or 0.5)"),
         ] {
             let error = settings.clone().set(setting, text).unwrap_err();
             assert_eq!((error.setting, error.to_string()), (setting, message.into()), "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_block_size_follows_the_format_unless_given() {
+        let sniffed = |format, block_size| Sniffed { format: Some(format), block_size };
+        let mut trace = TraceSettings::default();
+        trace.settle(sniffed(Format::Bailian, None));
+        assert_eq!(trace.block_size, 16);
+        let mut trace = TraceSettings::default();
+        trace.settle(sniffed(Format::KvcacheTester, Some(32)));
+        assert_eq!(trace.block_size, 32);
+        let mut trace = TraceSettings::default();
+        trace.set_format("kvcache-tester").unwrap();
+        trace.settle(Sniffed::default());
+        assert_eq!(trace.block_size, 64);
+        trace.set_block_size(100).unwrap();
+        trace.settle(sniffed(Format::Bailian, None));
+        assert_eq!(trace.block_size, 100, "a given block size stays");
+        trace.set_stagger("1.5").unwrap();
+        assert_eq!(trace.stagger_ms, 1500);
     }
 
     #[test]

@@ -182,15 +182,14 @@ pub fn replay(
 mod tests {
     use super::*;
     use crate::trace::{Source, load};
-    use kvreuse_core::chain::DynamoHasher;
     use kvreuse_core::replay::Policy;
+    use kvreuse_core::setup::TraceSettings;
 
     /// Any number of threads and any batching gives the single-threaded engine's rows, in the
     /// same order.
     #[test]
     fn threads_and_batches_change_nothing_but_time() {
-        let hasher = DynamoHasher::new(512).unwrap();
-        let (requests, _) = load(vec![Source::Bundled], &hasher, false, 2).unwrap();
+        let (requests, _) = load(vec![Source::Bundled], &TraceSettings::default(), 2).unwrap();
         let requests = &requests[..1500];
         let mut config = ReplayConfig::grid(
             512,

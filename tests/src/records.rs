@@ -7,6 +7,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::message;
 use kvreuse_core::snapshot;
+use kvreuse_core::trace::document::Conversations;
 use kvreuse_core::trace::lines::{Lines, Piece, numbered};
 use kvreuse_core::trace::{Request, TimeCheck, TraceError, parse_line};
 
@@ -59,6 +60,26 @@ pub fn trace_lines(data: &[u8]) {
     assert_eq!(whole.latest, stamps.iter().map(|&(_, t)| t).max());
     let (early, late) = stamps.split_at(stamps.len() / 2);
     assert_eq!(check(early).then(check(late)), whole, "halves combine into the whole");
+
+    // The same bytes as a kv-cache-tester document: cut in chunks or read whole, the same
+    // requests (or the same error).
+    let document = |chunk: usize| {
+        let mut set = Conversations::new(block_size, u64::from(*cut) * 1000);
+        let mut reader = set.document("fuzz.json");
+        for piece in file.chunks(chunk) {
+            reader.feed(piece)?;
+        }
+        reader.finish()?;
+        Ok::<Vec<Request>, TraceError>(set.into_requests().collect())
+    };
+    let whole = document(file.len().max(1));
+    assert_eq!(document(chunk), whole, "a document in chunks of {chunk} reads as whole");
+    if let Ok(requests) = whole {
+        for request in requests {
+            let complete = request.prompt_tokens / block_size as u64;
+            assert!(request.prompt_ids.len() as u64 <= complete, "only complete blocks have ids");
+        }
+    }
 }
 
 /// One trace line: parsing is deterministic and agrees with a parser built on `serde_json`
@@ -148,7 +169,7 @@ fn reference_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>,
                 prompt_tokens,
                 prompt_ids,
                 output_tokens,
-                output_ids: vec![],
+                ..Request::default()
             }))
         }
         (None, Some(tokens)) if f.input_length.is_none() && f.output_length.is_none() => {
@@ -163,6 +184,7 @@ fn reference_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>,
                 prompt_ids: ids[..prompt_blocks].to_vec(),
                 output_tokens: f.output_tokens.as_ref().map_or(0, |o| o.len() as u64),
                 output_ids: ids[prompt_blocks..].to_vec(),
+                ..Request::default()
             }))
         }
         _ => Err("not one format".into()),

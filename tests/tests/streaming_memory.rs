@@ -9,8 +9,8 @@
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 
-use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::replay::{Policy, ReplayConfig};
+use kvreuse::core::setup::TraceSettings;
 use kvreuse::replay::replay_trace;
 use kvreuse::trace::{Source, TraceReader};
 
@@ -53,9 +53,8 @@ fn half_a_gigabyte_of_trace_replays_in_bounded_memory() {
     gz.finish().unwrap().flush().unwrap();
     let generated = started.elapsed();
 
-    let hasher = DynamoHasher::new(512).unwrap();
     let config = ReplayConfig::grid(512, &[Policy::Fifo, Policy::Lru], &[Some(1000), None]);
-    let reader = TraceReader::new(vec![Source::Path(path)], hasher, false, 2);
+    let reader = TraceReader::new(vec![Source::Path(path)], &TraceSettings::default(), 2).unwrap();
     let (replayed, stats) = replay_trace(&config, &reader, 2, || {}).unwrap();
     assert_eq!(stats.records, records);
     for row in &replayed.rows {

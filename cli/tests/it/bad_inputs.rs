@@ -244,7 +244,7 @@ fn bad_trace_lines_name_file_and_line_and_skipping_them_changes_nothing_else() {
 // ---------------------------------------------------------------- files, pipes and limits
 
 /// The cases below, for the catalogue's count.
-const STREAMS: [&str; 10] = [
+const STREAMS: [&str; 11] = [
     "a byte order mark is skipped",
     "gzip without a .gz name is read",
     "timestamps going back are one warning",
@@ -255,6 +255,7 @@ const STREAMS: [&str; 10] = [
     "an argument that is not UTF-8",
     "kvreuse hash given more than 256 MiB",
     "histories that cannot get their memory",
+    "kv-cache-tester documents and JSONL traces in one run",
 ];
 
 fn replay_json(args: &[&str]) -> (serde_json::Value, String) {
@@ -280,10 +281,14 @@ fn marks_gzip_backward_time_and_empty_traces_are_read_with_warnings() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&text).unwrap();
     std::fs::write(&gzipped, gz.finish().unwrap()).unwrap();
+    // Each file's format is told from its first bytes, and said in one line.
+    let told = |path: &Path| {
+        format!("kvreuse: formats told from the files: mooncake ({})\n", path.display())
+    };
     for path in [&marked, &gzipped] {
         let (got, stderr) = replay_json(&[&args[..], &[path.to_str().unwrap()]].concat());
         assert_eq!(got, want, "{}", path.display());
-        assert!(stderr.is_empty(), "{stderr}");
+        assert_eq!(stderr, told(path));
     }
 
     // Timestamps 0, 9, 5: one step back, at line 3; the reach counts from the latest, 9 ms,
@@ -292,10 +297,11 @@ fn marks_gzip_backward_time_and_empty_traces_are_read_with_warnings() {
     std::fs::write(&backward, format!("{}\n{}\n{}\n", GOOD[0], GOOD[2], GOOD[1])).unwrap();
     let (got, stderr) = replay_json(&[&args[..], &[backward.to_str().unwrap()]].concat());
     assert_eq!(
-        stderr.trim_end(),
+        stderr,
         format!(
-            "kvreuse: warning: {}: 1 record is stamped earlier than the record before (first at \
-             line 3); the reach counts from the latest timestamp",
+            "{}kvreuse: warning: {}: 1 record is stamped earlier than the record before (first \
+             at line 3); the reach counts from the latest timestamp\n",
+            told(&backward),
             backward.display()
         )
     );
@@ -437,6 +443,70 @@ fn histories_that_cannot_get_their_memory_are_a_named_error() {
     assert!(stderr.contains("bytes asked for"), "{stderr}");
 }
 
+// ---------------------------------------------------------------- kv-cache-tester documents
+
+/// (a document, extra flags, what the error names after the file's name).
+const DOCUMENTS: [(&str, &[&str], &str); 7] = [
+    (r#"{"id": "a", "block_size": 64}"#, &[], "requests: missing"),
+    (
+        r#"{"id": "a", "requests": [{"t": 0, "in": 64, "hash_ids": [1]}, {"t": 1, "in": 130, "hash_ids": [1, 2, 3]}]}"#,
+        &[],
+        "requests[1].hash_ids: has 3 ids, but `in` (130 tokens) holds only 2 complete blocks of 64",
+    ),
+    (
+        r#"{"id": "a", "requests": [{"t": -2.5, "in": 64, "hash_ids": [1]}]}"#,
+        &[],
+        "requests[0].t: expected a non-negative number",
+    ),
+    (
+        r#"{"id": "a", "requests": [{"t": 9, "type": "subagent", "duration_ms": 5, "requests": [{"t": 0, "in": 10, "hash_ids": [1]}]}]}"#,
+        &[],
+        "requests[0].requests[0].hash_ids: has 1 ids",
+    ),
+    (
+        r#"{"id": "a", "block_size": 64, "requests": []}"#,
+        &["--block-size", "16"],
+        "block_size: is 64, but the replay's block size is 16",
+    ),
+    (r#"{"id": "a", "hash_id_scope": "team", "requests": []}"#, &[], "hash_id_scope: is \"team\""),
+    (
+        r#"{"id": "a", "requests": [{"t": 0, "in": 64, "hash_ids": [1]}]"#,
+        &[],
+        "document: ends too early",
+    ),
+];
+
+#[test]
+fn bad_documents_name_the_file_and_the_json_path_and_mixing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (document, extra, mention)) in DOCUMENTS.iter().enumerate() {
+        let path = dir.path().join(format!("doc{i}.json"));
+        std::fs::write(&path, document).unwrap();
+        let args =
+            [&["replay", "--format", "kvcache-tester", path.to_str().unwrap()][..], extra].concat();
+        let out = kvreuse(&args, b"");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{document}: {stderr}");
+        assert!(out.stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let want = format!("kvreuse: error: {}: {mention}", path.display());
+        assert!(stderr.starts_with(&want), "{stderr:?} should start {want:?}");
+    }
+    // Documents replay as concurrent conversations, JSONL traces one after another: one run
+    // does not take both.
+    let document = dir.path().join("ok.json");
+    std::fs::write(&document, r#"{"id": "ok", "requests": [{"t": 0, "in": 64, "hash_ids": [1]}]}"#)
+        .unwrap();
+    let jsonl = write_trace(dir.path(), "lines.jsonl", None);
+    let out = kvreuse(&["replay", document.to_str().unwrap(), jsonl.to_str().unwrap()], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("lines.jsonl: a mooncake trace among kv-cache-tester documents"),
+        "{stderr}"
+    );
+}
+
 // ---------------------------------------------------------------- peer messages
 
 /// A bad message and a test of the error it must get.
@@ -530,6 +600,7 @@ fn catalogue_size() {
         + COMMAND_LINE.len()
         + SETUP_MISTAKES.len()
         + STREAMS.len()
+        + DOCUMENTS.len()
         + trace_lines().len()
         + messages().len()
         + snapshots(dir.path()).len();

@@ -1,5 +1,6 @@
 //! The command-line tool end to end, in one binary (one link instead of one per file).
 
 mod bad_inputs;
+mod formats;
 mod hash;
 mod replay;

@@ -1,7 +1,9 @@
 //! Request traces, parsed into [`Request`]s for the replay engines.
 //!
-//! JSONL traces hold one JSON object per line, in one of two formats told apart per line by
-//! their keys:
+//! Four formats are read ([`Format`]; [`sniff`] tells a file's from its first bytes): Qwen
+//! Bailian rows ([`parse_bailian_line`]), kv-cache-tester conversation documents
+//! ([`document::Conversations`]), and the two JSONL formats parsed here, told apart per line
+//! by their keys:
 //!
 //! - **Mooncake** (the FAST'25 Mooncake traces): `{"timestamp": ms, "input_length": n,
 //!   "output_length": m, "hash_ids": [...]}`. The ids are given, one per block of the trace's
@@ -20,7 +22,13 @@
 //! line. Files arrive in chunks and are cut into lines by [`lines::Lines`]; [`TimeCheck`]
 //! watches a file's timestamps for steps back in time.
 
+mod bailian;
+pub mod document;
+mod format;
 pub mod lines;
+
+pub use bailian::parse_bailian_line;
+pub use format::{Format, Sniffed, sniff};
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -49,6 +57,27 @@ pub struct Request {
     pub output_tokens: u64,
     /// Ids of generated blocks, learned with the prompt's when the request completes.
     pub output_ids: Vec<u64>,
+    /// The conversation the request belongs to, where the format says.
+    pub session: Session,
+}
+
+/// Where a request sits among conversations, as far as its format says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Session {
+    /// The format does not say.
+    #[default]
+    Unknown,
+    /// A conversation's key (a kv-cache-tester document's namespace).
+    Conversation(u64),
+    /// A Bailian chat: its id, and its parent's (`None` for the first turn of a conversation).
+    /// The conversation is the root of the chain of parents, which only a reader of the whole
+    /// trace can resolve.
+    Chat {
+        /// `chat_id`.
+        id: u64,
+        /// `parent_chat_id`, unless -1.
+        parent: Option<u64>,
+    },
 }
 
 impl Request {
@@ -91,6 +120,14 @@ pub enum TraceError {
     },
     /// A line longer than [`MAX_LINE_BYTES`].
     LineTooLong,
+    /// Something wrong in a document (kv-cache-tester), at a JSON path such as
+    /// `requests[12].hash_ids`.
+    Document {
+        /// Where in the document.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl TraceError {
@@ -129,6 +166,7 @@ impl fmt::Display for TraceError {
                 write!(f, "a {format} record has no \"{key}\" (it belongs to the other format)")
             }
             Self::LineTooLong => write!(f, "line longer than {MAX_LINE_BYTES} bytes"),
+            Self::Document { path, message } => write!(f, "{path}: {message}"),
         }
     }
 }
@@ -214,6 +252,7 @@ pub fn parse_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>,
                 prompt_ids: ids,
                 output_tokens: parsed.output_length.unwrap_or(0),
                 output_ids: Vec::new(),
+                session: Session::Unknown,
             }))
         }
         (None, Some(tokens)) => {
@@ -245,6 +284,7 @@ pub fn parse_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>,
                 prompt_ids,
                 output_tokens: output.len() as u64,
                 output_ids,
+                session: Session::Unknown,
             }))
         }
         (Some(_), Some(_)) => {

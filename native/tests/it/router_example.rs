@@ -11,7 +11,6 @@ use std::time::Instant;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::history::History;
 use kvreuse::core::replay::{Policy, Replay, ReplayConfig};
 use kvreuse::core::trace::Request;
@@ -124,9 +123,10 @@ async fn scraped_metrics_equal_the_replay_engine() {
 
     // The same requests through the core: every request observed, completed ones counted
     // and taught, in order.
-    let hasher = DynamoHasher::new(BLOCK).unwrap();
     let source = kvreuse::trace::Source::Path(trace.clone());
-    let (requests, _) = kvreuse::trace::load(vec![source], &hasher, false, 1).unwrap();
+    let mut settings = kvreuse::core::setup::TraceSettings::default();
+    settings.set_block_size(BLOCK).unwrap();
+    let (requests, _) = kvreuse::trace::load(vec![source], &settings, 1).unwrap();
     let completes =
         |i: usize| !(i + 1).is_multiple_of(CANCEL_EVERY) && !(i + 1).is_multiple_of(ABORT_EVERY);
     let completed: Vec<&Request> =
