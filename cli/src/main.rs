@@ -1,4 +1,5 @@
-//! The `kvreuse` command-line tool: replay request traces, hash token blocks.
+//! The `kvreuse` command-line tool: replay request traces, simulate fleets over them, hash
+//! token blocks.
 //!
 //! Only the command line lives here (flags, tables, plots, progress); every number comes from
 //! `kvreuse-core` through the `kvreuse` library, and every setting is checked by the shared
@@ -10,10 +11,13 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+mod fleet;
 mod hash;
+mod input;
 mod output;
 mod plot;
 mod replay;
+mod table;
 
 /// How much of your prompt traffic was computed before.
 #[derive(Debug, Parser)]
@@ -27,6 +31,9 @@ struct Cli {
 enum Command {
     /// Replay request traces: prefix reuse (F1/F0) at several history sizes and policies.
     Replay(replay::ReplayArgs),
+    /// Simulate fleets of workers over request traces: where reuse is lost (F0-F5), per
+    /// router and cache size.
+    Fleet(fleet::FleetArgs),
     /// Read token ids (JSON) from stdin and print their block hashes as JSON.
     Hash(hash::HashArgs),
 }
@@ -49,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Hash(args) => hash::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::Fleet(args) => fleet::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

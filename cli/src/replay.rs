@@ -1,20 +1,18 @@
 //! `kvreuse replay`: how much prefix reuse a trace has, at several history sizes and policies.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use kvreuse::core::replay::{Capacity, Row};
 use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
-use kvreuse::core::trace::Format;
 use kvreuse::replay::replay_trace;
-use kvreuse::trace::{self, BUNDLED_TRACE_NAME, Source, TraceReader};
 use serde::Serialize;
 
+use crate::input::Input;
 use crate::output::OutputFile;
+use crate::table::{self, human_bytes, human_ms, percent, thousands};
 
 /// Arguments of `kvreuse replay`. Values are checked by the shared setup in
 /// [`kvreuse::core::setup`], so that the browser build and the Python package read them alike.
@@ -154,54 +152,15 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     // Checked before any work.
     let plot = args.plot.as_deref().map(|p| OutputFile::prepare(p, "--plot", &args.traces));
     let plot = plot.transpose()?;
-    let sources = Source::from_args(&args.traces)?;
-    if args.traces.is_empty() {
-        eprintln!(
-            "kvreuse: replaying the {BUNDLED_TRACE_NAME} (FAST'25, Apache-2.0; see traces/NOTICE)"
-        );
-    }
-    // The first file's format sets the block size when none is given.
-    settings.trace.settle(sources[0].sniff()?);
+    let mut input = Input::open(&args.traces, &mut settings.trace)?;
     let mut config = settings.grid(Capacity::blocks).map_err(flag_error)?;
-    let threads = trace::default_threads();
-    let reader = TraceReader::new(sources.clone(), &settings.trace, threads).map_err(flag_error)?;
+    input.start(settings.trace.warmup, "replaying")?;
+    config.measure_from = usize::try_from(input.measure_from).unwrap_or(usize::MAX);
     let warmup = settings.trace.warmup;
-    let measure_from = match warmup.measure_from(None) {
-        Some(n) => n,
-        None => warmup.measure_from(Some(reader.count_records()?)).unwrap_or(0),
-    };
-    config.measure_from = usize::try_from(measure_from).unwrap_or(usize::MAX);
-
-    let stored: Option<u64> = sources.iter().map(Source::stored_bytes).sum();
-    let progress = match stored {
-        Some(total) if std::io::stderr().is_terminal() && total >= 64 << 20 => {
-            ProgressBar::new(total).with_style(
-                ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} read {eta}")
-                    .expect("a valid template"),
-            )
-        }
-        _ => ProgressBar::hidden(),
-    };
-    let bytes_read = reader.bytes_read();
     // As many replay threads as the machine has (the reading thread mostly waits for them).
-    let streamed = replay_trace(&config, &reader, threads, || {
-        // Ordering: Relaxed; a progress figure.
-        progress.set_position(bytes_read.load(Ordering::Relaxed));
-    });
-    progress.finish_and_clear();
+    let streamed = replay_trace(&config, &input.reader, input.threads, || input.tick());
     let (replayed, stats) = streamed?;
-    report_formats(&stats.formats);
-    for (name, time) in &stats.time_steps_back {
-        if let Some(warning) = time.warning() {
-            eprintln!("kvreuse: warning: {name}: {warning}");
-        }
-    }
-    if stats.skipped > 0 {
-        eprintln!("kvreuse: skipped {} invalid lines", stats.skipped);
-    }
-    if stats.records == 0 {
-        eprintln!("kvreuse: warning: the trace holds no requests; every count is zero");
-    }
+    input.done(&stats);
     let rows = replayed.rows;
 
     if let Some(plot) = plot {
@@ -247,119 +206,21 @@ fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         "evictions",
         "reach",
     ];
-    let cells: Vec<[String; 9]> = rows
+    let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let percent = |part: u64| {
-                if r.f0_tokens == 0 {
-                    "-".into()
-                } else {
-                    format!("{:.2}%", 100.0 * part as f64 / r.f0_tokens as f64)
-                }
-            };
-            [
+            vec![
                 r.policy.name().into(),
                 r.capacity.map_or("inf".into(), thousands),
                 r.heap_bytes.map_or("-".into(), human_bytes),
                 thousands(r.f0_tokens as usize),
                 thousands(r.f1_tokens as usize),
-                percent(r.f1_tokens),
-                percent(r.any_tokens),
+                percent(r.f1_tokens, r.f0_tokens),
+                percent(r.any_tokens, r.f0_tokens),
                 thousands(r.evictions as usize),
                 r.reach_ms.map_or("-".into(), human_ms),
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| cells.iter().map(|row| row[c].len()).chain([header[c].len()]).max().unwrap_or(0))
-        .collect();
-    let line = |out: &mut dyn Write, row: &[&str]| -> std::io::Result<()> {
-        for (c, (cell, width)) in row.iter().zip(&widths).enumerate() {
-            // Text left, numbers right.
-            if c == 0 {
-                write!(out, "{cell:<width$}")?;
-            } else {
-                write!(out, "  {cell:>width$}")?;
-            }
-        }
-        writeln!(out)
-    };
-    line(out, &header)?;
-    for row in &cells {
-        line(out, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
-    }
-    Ok(())
-}
-
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn human_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
-fn human_ms(ms: u64) -> String {
-    match ms {
-        0..1_000 => format!("{ms} ms"),
-        1_000..60_000 => format!("{:.1} s", ms as f64 / 1e3),
-        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 6e4),
-        _ => format!("{:.1} h", ms as f64 / 3.6e6),
-    }
-}
-
-/// Says on stderr, in one line, which formats were told from the files' first bytes.
-fn report_formats(formats: &[(String, Option<Format>, bool)]) {
-    let mut detected: Vec<(Format, Vec<&str>)> = Vec::new();
-    for (name, format, told) in formats {
-        let (Some(format), true) = (format, told) else { continue };
-        if name == BUNDLED_TRACE_NAME {
-            continue;
-        }
-        match detected.iter_mut().find(|(f, _)| f == format) {
-            Some((_, names)) => names.push(name),
-            None => detected.push((*format, vec![name])),
-        }
-    }
-    if detected.is_empty() {
-        return;
-    }
-    let parts: Vec<String> = detected
-        .iter()
-        .map(|(format, names)| match names.as_slice() {
-            [one] => format!("{format} ({one})"),
-            many => format!("{format} ({} files)", many.len()),
-        })
-        .collect();
-    eprintln!("kvreuse: formats told from the files: {}", parts.join(", "));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_read_well() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
-        assert_eq!(human_ms(999), "999 ms");
-        assert_eq!(human_ms(90_000), "1.5 min");
-    }
+    table::write(out, &header, &cells, &[0])
 }

@@ -20,6 +20,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::chain::{ChainError, DynamoHasher, check_block_size};
+use crate::fleet::{FleetConfig, FleetError, Router, RouterError, Timing};
 use crate::history::MAX_CAPACITY;
 use crate::json::Json;
 use crate::names::{Quoted, UnknownName};
@@ -46,6 +47,24 @@ pub enum Setting {
     Format,
     /// Seconds between the starts of concurrent conversations (kv-cache-tester documents).
     Stagger,
+    /// Workers per fleet (a list).
+    Workers,
+    /// Blocks (or bytes) of each worker's cache (a list).
+    WorkerCapacity,
+    /// Routers, with parameters (a list).
+    Router,
+    /// Tokens per block of the workers' caches.
+    EngineBlockSize,
+    /// Bytes of KV cache per token, for worker capacities in bytes.
+    KvBytesPerToken,
+    /// The ceiling's history (F1).
+    History,
+    /// How time passes: instant or mocker.
+    Timing,
+    /// Divides the simulated engines' pass times.
+    Speedup,
+    /// Seeds the simulation's random choices.
+    Seed,
 }
 
 impl Setting {
@@ -60,6 +79,15 @@ impl Setting {
             Setting::SkipInvalid => "--skip-invalid",
             Setting::Format => "--format",
             Setting::Stagger => "--stagger",
+            Setting::Workers => "--workers",
+            Setting::WorkerCapacity => "--worker-capacity",
+            Setting::Router => "--router",
+            Setting::EngineBlockSize => "--engine-block-size",
+            Setting::KvBytesPerToken => "--kv-bytes-per-token",
+            Setting::History => "--history",
+            Setting::Timing => "--timing",
+            Setting::Speedup => "--speedup",
+            Setting::Seed => "--seed",
         }
     }
 
@@ -74,6 +102,15 @@ impl Setting {
             Setting::SkipInvalid => "skipInvalid",
             Setting::Format => "format",
             Setting::Stagger => "stagger",
+            Setting::Workers => "workers",
+            Setting::WorkerCapacity => "workerCapacities",
+            Setting::Router => "routers",
+            Setting::EngineBlockSize => "engineBlockSize",
+            Setting::KvBytesPerToken => "kvBytesPerToken",
+            Setting::History => "history",
+            Setting::Timing => "timing",
+            Setting::Speedup => "speedup",
+            Setting::Seed => "seed",
         }
     }
 
@@ -88,6 +125,15 @@ impl Setting {
             Setting::SkipInvalid => "skip_invalid",
             Setting::Format => "format",
             Setting::Stagger => "stagger",
+            Setting::Workers => "workers",
+            Setting::WorkerCapacity => "worker_capacities",
+            Setting::Router => "routers",
+            Setting::EngineBlockSize => "engine_block_size",
+            Setting::KvBytesPerToken => "kv_bytes_per_token",
+            Setting::History => "history",
+            Setting::Timing => "timing",
+            Setting::Speedup => "speedup",
+            Setting::Seed => "seed",
         }
     }
 
@@ -101,6 +147,15 @@ impl Setting {
             Setting::SkipInvalid => "switch",
             Setting::Format => "format",
             Setting::Stagger => "stagger",
+            Setting::Workers => "worker count",
+            Setting::WorkerCapacity => "worker capacity",
+            Setting::Router => "router",
+            Setting::EngineBlockSize => "block size",
+            Setting::KvBytesPerToken => "size",
+            Setting::History => "history",
+            Setting::Timing => "timing",
+            Setting::Speedup => "speedup",
+            Setting::Seed => "seed",
         }
     }
 }
@@ -140,6 +195,16 @@ pub enum Problem {
     BlockSize(ChainError),
     /// The setting does not apply to this kind of run.
     NotASetting,
+    /// A router that cannot be read.
+    Router(RouterError),
+    /// A fleet that cannot be simulated as set.
+    Fleet(FleetError),
+    /// A worker capacity in bytes without the bytes per token to convert it.
+    NeedsKvBytes(String),
+    /// Not a positive number, as written.
+    NotPositive(String),
+    /// Not blocks or bytes, as written.
+    NotWorkerCapacity(String),
 }
 
 impl SetupError {
@@ -152,10 +217,18 @@ impl SetupError {
     pub fn is_range(&self) -> bool {
         match &self.problem {
             Problem::Capacity { error, .. } => !matches!(error, CapacityError::Unrecognized),
-            Problem::NotAFraction(_) | Problem::BlockSize(_) | Problem::NotSeconds(_) => true,
-            Problem::Name(_) | Problem::Empty | Problem::NotACount(_) | Problem::NotASetting => {
-                false
-            }
+            Problem::NotAFraction(_)
+            | Problem::BlockSize(_)
+            | Problem::NotSeconds(_)
+            | Problem::Fleet(_)
+            | Problem::NotPositive(_) => true,
+            Problem::Router(error) => matches!(error, RouterError::Value { .. }),
+            Problem::Name(_)
+            | Problem::Empty
+            | Problem::NotACount(_)
+            | Problem::NotASetting
+            | Problem::NeedsKvBytes(_)
+            | Problem::NotWorkerCapacity(_) => false,
         }
     }
 }
@@ -173,6 +246,20 @@ impl fmt::Display for SetupError {
             }
             Problem::BlockSize(error) => error.fmt(f),
             Problem::NotASetting => write!(f, "not a setting of this kind of run"),
+            Problem::Router(error) => error.fmt(f),
+            Problem::Fleet(error) => error.fmt(f),
+            Problem::NeedsKvBytes(text) => write!(
+                f,
+                "{} is a size in bytes: it needs the KV cache's bytes per token (layers x 2 x KV \
+                 heads x head dimension x bytes per value) to be counted in blocks",
+                Quoted(text)
+            ),
+            Problem::NotPositive(text) => write!(f, "{} is not a positive number", Quoted(text)),
+            Problem::NotWorkerCapacity(text) => write!(
+                f,
+                "{}: expected blocks (2000, 10k) or bytes (40GiB, with the KV bytes per token)",
+                Quoted(text)
+            ),
         }
     }
 }
@@ -533,6 +620,248 @@ impl ReplaySettings {
             return Err(SetupError::new(Setting::Capacity, Problem::Empty));
         }
         Ok(ReplayConfig::grid(self.trace.block_size, &self.policies, &capacities))
+    }
+}
+
+/// What `kvreuse fleet` is asked for: the trace settings, the grid of fleet shapes, and how
+/// the fleets are simulated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetSettings {
+    /// How the trace is read and counted.
+    pub trace: TraceSettings,
+    /// Workers per fleet, in the order given.
+    pub workers: Vec<usize>,
+    /// Each worker's cache, as written and read: blocks, or bytes.
+    pub worker_capacities: Vec<(String, Quantity)>,
+    /// Routers, in the order given.
+    pub routers: Vec<Router>,
+    /// Tokens per block of the workers' caches (`None`: the trace's).
+    pub engine_block_size: Option<usize>,
+    /// Bytes of KV cache per token (for capacities in bytes).
+    pub kv_bytes_per_token: Option<u64>,
+    /// The ceiling's history.
+    pub history: Capacity,
+    /// How time passes.
+    pub timing: Timing,
+    /// Seeds every random choice.
+    pub seed: u64,
+}
+
+impl Default for FleetSettings {
+    /// The command line's defaults.
+    fn default() -> Self {
+        let mut settings = FleetSettings {
+            trace: TraceSettings::default(),
+            workers: vec![4, 8],
+            worker_capacities: Vec::new(),
+            routers: Vec::new(),
+            engine_block_size: None,
+            kv_bytes_per_token: None,
+            history: Capacity::Bytes(256 << 20),
+            timing: Timing::Mocker { speedup: 1.0 },
+            seed: 0,
+        };
+        let defaults = [
+            (Setting::WorkerCapacity, FleetSettings::DEFAULT_WORKER_CAPACITIES),
+            (Setting::Router, Router::DEFAULT_LIST),
+        ];
+        for (setting, text) in defaults {
+            settings.set_list(setting, text).expect("the defaults are valid");
+        }
+        settings
+    }
+}
+
+impl FleetSettings {
+    /// The default workers, as the command line's help writes them.
+    pub const DEFAULT_WORKERS: &'static str = "4,8";
+
+    /// The default worker capacities, as the command line's help writes them.
+    pub const DEFAULT_WORKER_CAPACITIES: &'static str = "2k,10k";
+
+    /// The default history, as the command line's help writes it (a router's default budget).
+    pub const DEFAULT_HISTORY: &'static str = "256MiB";
+
+    /// Sets `setting` from its text as a user wrote it: a flag's value, a list comma-separated.
+    pub fn set(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
+        let error = |problem| SetupError::new(setting, problem);
+        match setting {
+            Setting::Workers | Setting::WorkerCapacity | Setting::Router => {
+                return self.set_list(setting, text);
+            }
+            Setting::EngineBlockSize => {
+                let size: usize = parse_count(setting, text)?;
+                check_block_size(size).map_err(|e| error(Problem::BlockSize(e)))?;
+                self.engine_block_size = Some(size);
+            }
+            Setting::KvBytesPerToken => match parse_quantity(text) {
+                Ok(Quantity::Number(n) | Quantity::Bytes(n)) if n > 0 => {
+                    self.kv_bytes_per_token = Some(n);
+                }
+                _ => return Err(error(Problem::NotPositive(text.into()))),
+            },
+            Setting::History => {
+                self.history = Capacity::parse(text)
+                    .map_err(|e| error(Problem::Capacity { text: text.into(), error: e }))?;
+            }
+            Setting::Timing => self.set_timing(text)?,
+            Setting::Speedup => {
+                let speedup = text.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
+                let speedup = speedup.ok_or_else(|| error(Problem::NotPositive(text.into())))?;
+                self.set_speedup(speedup, text)?;
+            }
+            Setting::Seed => {
+                let seed: u64 = parse_count(setting, text)?;
+                if seed >= 1 << 53 {
+                    return Err(error(Problem::Fleet(FleetError::Seed(seed))));
+                }
+                self.seed = seed;
+            }
+            _ => {
+                if !self.trace.set(setting, text)? {
+                    return Err(error(Problem::NotASetting));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the timing by name: `instant`, or `mocker` (keeping the speedup).
+    pub fn set_timing(&mut self, text: &str) -> Result<(), SetupError> {
+        const NAMES: [&str; 2] = ["instant", "mocker"];
+        let speedup = match self.timing {
+            Timing::Mocker { speedup } => speedup,
+            Timing::Instant => 1.0,
+        };
+        self.timing = match text.trim() {
+            "instant" => Timing::Instant,
+            "mocker" => Timing::Mocker { speedup },
+            _ => {
+                let name = UnknownName { kind: "timing", name: text.into(), expected: &NAMES };
+                return Err(SetupError::new(Setting::Timing, Problem::Name(name)));
+            }
+        };
+        Ok(())
+    }
+
+    /// Sets the speedup (a positive number; `written` is how the user wrote it). It applies
+    /// to mocker timing only.
+    pub fn set_speedup(&mut self, speedup: f64, written: &str) -> Result<(), SetupError> {
+        if !(speedup.is_finite() && speedup >= 1e-6) {
+            return Err(SetupError::new(Setting::Speedup, Problem::NotPositive(written.into())));
+        }
+        if let Timing::Mocker { speedup: s } = &mut self.timing {
+            *s = speedup;
+        }
+        Ok(())
+    }
+
+    /// Sets a list setting (workers, worker capacities, routers) from its comma-separated
+    /// text.
+    pub fn set_list(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
+        let error = |problem| SetupError::new(setting, problem);
+        if text.trim().is_empty() {
+            return Err(error(Problem::Empty));
+        }
+        match setting {
+            Setting::Workers => {
+                self.workers = list_items(text)
+                    .map(|item| match parse_quantity(item) {
+                        Ok(Quantity::Number(n)) => match usize::try_from(n) {
+                            Ok(n) if (1..=crate::fleet::MAX_WORKERS).contains(&n) => Ok(n),
+                            _ => Err(error(Problem::Fleet(FleetError::Workers(
+                                usize::try_from(n).unwrap_or(usize::MAX),
+                            )))),
+                        },
+                        _ => Err(error(Problem::NotACount(item.into()))),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            Setting::WorkerCapacity => {
+                self.worker_capacities = list_items(text)
+                    .map(|item| match parse_quantity(item) {
+                        Ok(Quantity::Number(0) | Quantity::Bytes(0)) => {
+                            Err(error(Problem::Capacity {
+                                text: item.into(),
+                                error: CapacityError::Zero,
+                            }))
+                        }
+                        Ok(quantity) => Ok((item.into(), quantity)),
+                        Err(QuantityError::Overflow) => Err(error(Problem::Capacity {
+                            text: item.into(),
+                            error: CapacityError::Overflow,
+                        })),
+                        Err(QuantityError::Unrecognized) => {
+                            Err(error(Problem::NotWorkerCapacity(item.into())))
+                        }
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            Setting::Router => {
+                self.routers = Router::parse_list(text).map_err(|e| error(Problem::Router(e)))?;
+            }
+            _ => return Err(error(Problem::NotASetting)),
+        }
+        Ok(())
+    }
+
+    /// Each worker capacity in blocks of `engine_block_size` tokens.
+    pub fn worker_capacity_blocks(
+        &self,
+        engine_block_size: usize,
+    ) -> Result<Vec<usize>, SetupError> {
+        let error = |problem| SetupError::new(Setting::WorkerCapacity, problem);
+        self.worker_capacities
+            .iter()
+            .map(|(text, quantity)| {
+                let blocks = match *quantity {
+                    Quantity::Number(blocks) => blocks,
+                    Quantity::Bytes(bytes) => {
+                        let per_token = self
+                            .kv_bytes_per_token
+                            .ok_or_else(|| error(Problem::NeedsKvBytes(text.clone())))?;
+                        bytes / per_token.saturating_mul(engine_block_size as u64)
+                    }
+                };
+                match usize::try_from(blocks) {
+                    Ok(b) if (1..=crate::fleet::MAX_WORKER_CAPACITY).contains(&b) => Ok(b),
+                    _ => Err(error(Problem::Fleet(FleetError::WorkerCapacity(
+                        usize::try_from(blocks).unwrap_or(usize::MAX),
+                    )))),
+                }
+            })
+            .collect()
+    }
+
+    /// The simulation's configuration: every number of workers with every capacity and every
+    /// router, the history converted to blocks by `history_blocks` (byte budgets depend on
+    /// the history's footprint). The warm-up is not placed yet (see [`Warmup::measure_from`]).
+    pub fn config(
+        &self,
+        history_blocks: impl Fn(Capacity) -> Result<Option<usize>, CapacityError>,
+    ) -> Result<FleetConfig, SetupError> {
+        let engine = self.engine_block_size.unwrap_or(self.trace.block_size);
+        let capacities = self.worker_capacity_blocks(engine)?;
+        let history = history_blocks(self.history).map_err(|error| {
+            let text = alloc::format!("{}", self.history);
+            SetupError::new(Setting::History, Problem::Capacity { text, error })
+        })?;
+        if let Some(&n) = self.workers.iter().find(|&&n| n > crate::fleet::MAX_WORKERS) {
+            return Err(SetupError::new(Setting::Workers, Problem::Fleet(FleetError::Workers(n))));
+        }
+        let config = FleetConfig {
+            block_size: self.trace.block_size,
+            engine_block_size: self.engine_block_size,
+            shapes: FleetConfig::grid(&self.workers, &capacities, &self.routers),
+            timing: self.timing,
+            history,
+            measure_from: 0,
+            seed: self.seed,
+        };
+        // The block sizes must fit each other.
+        crate::fleet::Fleet::check_block_sizes(&config)
+            .map_err(|e| SetupError::new(Setting::EngineBlockSize, Problem::Fleet(e)))?;
+        Ok(config)
     }
 }
 

@@ -39,9 +39,11 @@ pub use kvreuse_core as core;
 
 pub mod config;
 mod error;
+pub mod fleet;
 pub mod history;
 mod metrics;
 pub mod replay;
+mod stream;
 #[cfg(feature = "nats")]
 pub mod sync;
 pub mod trace;

@@ -2,21 +2,15 @@
 //!
 //! The [core engine](kvreuse_core::replay) drives all histories in one pass on one thread.
 //! Histories never interact, so this splits them into groups, replays each group on its own
-//! thread over the same batches of requests (shared, not copied), and puts the rows back in
-//! configuration order: the numbers are the engine's, only sooner. Batches travel through
-//! bounded channels, so a slow group holds the reading back instead of letting batches pile up:
-//! memory stays the engines' state plus a few batches, whatever the trace's length.
-
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+//! thread over the same batches of requests, and puts the rows back in configuration order:
+//! the numbers are the engine's, only sooner.
 
 use kvreuse_core::replay::{Replay, ReplayConfig, ReplayError, Row};
 use kvreuse_core::trace::Request;
 
+pub use crate::stream::Stopped;
+use crate::stream::{deal, fan_out, gather};
 use crate::trace::{ReadStats, TraceFileError, TraceReader};
-
-/// Batches that may wait for a replay thread.
-const QUEUED_BATCHES: usize = 2;
 
 /// What a replay gives: the rows, and the heap bytes its engines held at the end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,11 +30,6 @@ pub enum StreamError<E> {
     Replay(ReplayError),
 }
 
-/// What handing over a batch returns when a replay thread has stopped (on an error, which
-/// [`replay_stream`] reports): the reading should stop too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stopped;
-
 /// Replays `config`'s histories over the batches `read` produces. `read` runs on the calling
 /// thread and hands each batch over; the histories are replayed meanwhile on their own threads,
 /// in up to `groups` groups (at least one), each a thread. `read` returns what the reading found
@@ -53,11 +42,9 @@ pub fn replay_stream<T, E>(
     let groups = groups.clamp(1, config.histories.len().max(1));
     // History `i` goes to group `i % groups`: the configuration is sorted by policy and
     // capacity, so each group gets a similar mix of work.
-    let configs: Vec<ReplayConfig> = (0..groups)
-        .map(|g| ReplayConfig {
-            histories: config.histories.iter().skip(g).step_by(groups).copied().collect(),
-            ..config.clone()
-        })
+    let configs: Vec<ReplayConfig> = deal(&config.histories, groups)
+        .into_iter()
+        .map(|histories| ReplayConfig { histories, ..config.clone() })
         .collect();
     // Judge the configuration before any reading.
     let engines = configs
@@ -65,29 +52,7 @@ pub fn replay_stream<T, E>(
         .map(Replay::new)
         .collect::<Result<Vec<_>, _>>()
         .map_err(StreamError::Replay)?;
-    let (found, done) = std::thread::scope(|scope| {
-        let mut senders: Vec<SyncSender<Arc<Vec<Request>>>> = Vec::new();
-        let mut handles = Vec::new();
-        for engine in engines {
-            let (send, receive) = sync_channel(QUEUED_BATCHES);
-            senders.push(send);
-            handles.push(scope.spawn(move || run(engine, receive)));
-        }
-        let mut hand = |batch: Vec<Request>| -> Result<(), Stopped> {
-            let batch = Arc::new(batch);
-            for send in &senders {
-                // A thread that stopped (on an error) no longer listens; its error is
-                // collected below.
-                send.send(Arc::clone(&batch)).map_err(|_| Stopped)?;
-            }
-            Ok(())
-        };
-        let found = read(&mut hand);
-        drop(senders);
-        let done: Vec<_> =
-            handles.into_iter().map(|h| h.join().expect("a replay thread panicked")).collect();
-        (found, done)
-    });
+    let (found, done) = fan_out(engines, Replay::push, read);
     // A replay error stopped the reading: report it rather than what the reading made of it,
     // and in terms of the whole configuration (a thread holds only its group's histories).
     if let Some(error) = done.iter().find_map(|d| d.as_ref().err()) {
@@ -102,26 +67,8 @@ pub fn replay_stream<T, E>(
     let found = found.map_err(StreamError::Source)?;
     let engines: Vec<Replay> = done.into_iter().map(|d| d.expect("checked above")).collect();
     let heap_bytes = engines.iter().map(Replay::heap_bytes).sum();
-    let groups_rows: Vec<Vec<Row>> = engines.iter().map(Replay::results).collect();
-    let mut rows: Vec<Option<Row>> = vec![None; config.histories.len()];
-    for (g, group_rows) in groups_rows.into_iter().enumerate() {
-        for (k, row) in group_rows.into_iter().enumerate() {
-            rows[g + k * groups] = Some(row);
-        }
-    }
-    let rows = rows.into_iter().map(|row| row.expect("every history has a row")).collect();
+    let rows = gather(engines.iter().map(Replay::results).collect());
     Ok((Replayed { rows, heap_bytes }, found))
-}
-
-/// A replay thread: pushes every batch it receives until the channel closes or the engine
-/// refuses a request.
-fn run(mut engine: Replay, batches: Receiver<Arc<Vec<Request>>>) -> Result<Replay, ReplayError> {
-    for batch in batches {
-        for request in batch.iter() {
-            engine.push(request)?;
-        }
-    }
-    Ok(engine)
 }
 
 /// Why replaying a trace stopped.

@@ -14,18 +14,21 @@
 //! | [`trace_lines`] | trace files: lines cut from chunks, records parsed, time checked | one split of the whole, re-encoding round trip, block arithmetic, a plain count of steps back |
 //! | [`sync_messages`] | replica message decoding | exact re-encoding, size classes |
 //! | [`snapshots`] | snapshot decoding | exact re-encoding, checksum |
+//! | [`fleet`] | fleet simulation: any trace, fleet, router, timing | per-token conservation; a plain LRU block cache; round-robin workers as fleets of one |
 //!
 //! [`support`] holds what the other crates' integration tests share: reading metrics back,
 //! capturing logs, starting a binary built for the test's target.
 
 mod attempts;
 mod chains;
+mod fleet;
 mod history_ops;
 mod records;
 pub mod support;
 
 pub use attempts::attempts;
 pub use chains::chains;
+pub use fleet::fleet;
 pub use history_ops::history_ops;
 pub use records::{snapshots, sync_messages, trace_lines};
 
@@ -33,11 +36,12 @@ pub use records::{snapshots, sync_messages, trace_lines};
 pub type Check = fn(&[u8]);
 
 /// Every check, by the fuzz target's name.
-pub const TARGETS: [(&str, Check); 6] = [
+pub const TARGETS: [(&str, Check); 7] = [
     ("history_ops", history_ops),
     ("chains", chains),
     ("attempts", attempts),
     ("trace_lines", trace_lines),
     ("sync_messages", sync_messages),
     ("snapshots", snapshots),
+    ("fleet", fleet),
 ];

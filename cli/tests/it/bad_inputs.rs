@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use kvreuse::core::message::{self, MessageError};
-use kvreuse::core::setup::{ReplaySettings, Setting};
+use kvreuse::core::setup::{FleetSettings, ReplaySettings, Setting};
 use kvreuse::{Config, Error, SharedHistory};
 use kvreuse_tests::support::Captured;
 
@@ -81,7 +81,7 @@ fn kvreuse(args: &[&str], stdin: &[u8]) -> Output {
 }
 
 /// (arguments, stdin, what the one-line error must contain).
-const COMMAND_LINE: [(&[&str], &str, &str); 28] = [
+const COMMAND_LINE: [(&[&str], &str, &str); 43] = [
     (&["replay", "--block-size", "0"], "", "block size"),
     (&["replay", "--block-size", "-3"], "", "-3"),
     (&["replay", "--block-size", "abc"], "", "abc"),
@@ -102,6 +102,21 @@ const COMMAND_LINE: [(&[&str], &str, &str); 28] = [
     (&["replay", "--bogus"], "", "--bogus"),
     (&["replay", "--plot", "/no/such/dir/reuse.svg"], "", "--plot /no/such/dir/reuse.svg"),
     (&["replay", "--plot", "/"], "", "is a directory"),
+    (&["fleet", "--workers", "0"], "", "--workers: workers must be between 1 and 65536, not 0"),
+    (&["fleet", "--workers", "2,x"], "", "--workers: \"x\""),
+    (&["fleet", "--worker-capacity", "40GiB"], "", "bytes per token"),
+    (&["fleet", "--worker-capacity", "lots"], "", "--worker-capacity: \"lots\""),
+    (&["fleet", "--worker-capacity", "0"], "", "--worker-capacity"),
+    (&["fleet", "--router", "kv,mru"], "", "unknown router \"mru\""),
+    (&["fleet", "--router", "kv:credit=1"], "", "overlap_score_credit"),
+    (&["fleet", "--engine-block-size", "100"], "", "must divide the trace's block size (512)"),
+    (&["fleet", "--timing", "fast"], "", "unknown timing \"fast\""),
+    (&["fleet", "--speedup", "0"], "", "--speedup: \"0\" is not a positive number"),
+    (&["fleet", "--seed", "9007199254740992"], "", "2^53"),
+    (&["fleet", "--history", "0"], "", "--history"),
+    (&["fleet", "--kv-bytes-per-token", "-1"], "", "--kv-bytes-per-token"),
+    (&["fleet", "--plot", "/"], "", "is a directory"),
+    (&["fleet", "/no/such/trace.jsonl"], "", "/no/such/trace.jsonl"),
     (&["hash"], "[1]", "not provided: --block-size <N>"),
     (&["hash", "--block-size", "4"], "not json", "JSON"),
     (&["hash", "--block-size", "4"], "[1, -1]", "-1"),
@@ -143,6 +158,29 @@ fn setting_mistakes_are_worded_by_the_shared_setup() {
     for (setting, text) in SETUP_MISTAKES {
         let want = ReplaySettings::default().set(setting, text).unwrap_err();
         let out = kvreuse(&["replay", setting.flag(), text], b"");
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("kvreuse: error: {}: {want}\n", setting.flag())
+        );
+    }
+}
+
+/// Bad fleet settings, in the shared setup's terms.
+const FLEET_SETUP_MISTAKES: [(Setting, &str); 6] = [
+    (Setting::Workers, "4,0"),
+    (Setting::WorkerCapacity, "2k,ten"),
+    (Setting::Router, "kv:temperature=-1"),
+    (Setting::Timing, "slow"),
+    (Setting::Speedup, "nan"),
+    (Setting::EngineBlockSize, "0"),
+];
+
+#[test]
+fn fleet_setting_mistakes_are_worded_by_the_shared_setup() {
+    for (setting, text) in FLEET_SETUP_MISTAKES {
+        let want = FleetSettings::default().set(setting, text).unwrap_err();
+        let out = kvreuse(&["fleet", setting.flag(), text], b"");
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(
             String::from_utf8_lossy(&out.stderr),
@@ -599,6 +637,7 @@ fn catalogue_size() {
     let total = ENVIRONMENT.len()
         + COMMAND_LINE.len()
         + SETUP_MISTAKES.len()
+        + FLEET_SETUP_MISTAKES.len()
         + STREAMS.len()
         + DOCUMENTS.len()
         + trace_lines().len()

@@ -309,6 +309,50 @@ impl Replay {
     /// distinct ids than [`MAX_DISTINCT_IDS`], or the allocator refuses the memory their
     /// state needs; nothing is counted for the request then.
     pub fn push(&mut self, request: &Request) -> Result<(), ReplayError> {
+        self.number(request)?;
+        let counted = self.requests >= self.measure_from;
+        self.requests += 1;
+        if request.timestamp.is_some() {
+            self.clock = self.clock.max(request.timestamp);
+        }
+        if counted {
+            self.count(request);
+        }
+        self.learn_numbered(counted);
+        Ok(())
+    }
+
+    /// Looks `request`'s prompt up in every history as it stands, without counting or
+    /// learning anything: the tokens of its leading present blocks, per history in
+    /// configuration order. With [`learn`](Self::learn) later, this splits [`push`](Self::push)
+    /// for a simulation in which requests are looked up when they arrive and learned when
+    /// they complete. Fails as `push` does.
+    pub fn look_up(&mut self, request: &Request) -> Result<&[u64], ReplayError> {
+        self.number(request)?;
+        self.leading_blocks();
+        let (bs, tokens) = (self.block_size as u64, request.prompt_tokens);
+        for leading in &mut self.leading {
+            *leading = bs.saturating_mul(*leading).min(tokens);
+        }
+        Ok(&self.leading)
+    }
+
+    /// Teaches every history `request`'s prompt and output ids, as [`push`](Self::push) does
+    /// after counting, at the request's timestamp; evictions count once the warm-up is over.
+    /// The request is counted among the requests replayed.
+    pub fn learn(&mut self, request: &Request) -> Result<(), ReplayError> {
+        self.number(request)?;
+        let counted = self.requests >= self.measure_from;
+        self.requests += 1;
+        if request.timestamp.is_some() {
+            self.clock = self.clock.max(request.timestamp);
+        }
+        self.learn_numbered(counted);
+        Ok(())
+    }
+
+    /// Numbers `request`'s ids into `prompt` and `output`, making room for new ones.
+    fn number(&mut self, request: &Request) -> Result<(), ReplayError> {
         let ids = request.prompt_ids.len() + request.output_ids.len();
         if self.dense.len().saturating_add(ids) > MAX_DISTINCT_IDS {
             return Err(ReplayError::TooManyIds);
@@ -323,16 +367,12 @@ impl Replay {
             .map_err(|bytes| out_of_memory(bytes, self.dense.len(), &self.histories))?;
         self.histories
             .grow(self.dense.len())
-            .map_err(|bytes| out_of_memory(bytes, self.dense.len(), &self.histories))?;
-        let counted = self.requests >= self.measure_from;
-        self.requests += 1;
-        if request.timestamp.is_some() {
-            self.clock = self.clock.max(request.timestamp);
-        }
+            .map_err(|bytes| out_of_memory(bytes, self.dense.len(), &self.histories))
+    }
+
+    /// Teaches every history the numbered ids, at the clock's time.
+    fn learn_numbered(&mut self, counted: bool) {
         let stamp = self.clock.unwrap_or(0);
-        if counted {
-            self.count(request);
-        }
         self.evictions.fill(0);
         self.histories.learn(&self.prompt, stamp, &mut self.evictions);
         self.histories.learn(&self.output, stamp, &mut self.evictions);
@@ -341,7 +381,6 @@ impl Replay {
                 row.evictions += evicted;
             }
         }
-        Ok(())
     }
 
     /// Heap bytes the engine holds: the histories' state and the table of distinct ids.
@@ -375,6 +414,29 @@ impl Replay {
             row.f1_blocks += leading;
             // Blocks hold `block_size` tokens each until the prompt's tokens run out.
             row.f1_tokens += (bs as u64).saturating_mul(leading).min(request.prompt_tokens);
+        }
+    }
+
+    /// Sets `leading` to the number of leading blocks of the numbered prompt present in each
+    /// history ([`count`](Self::count) without the counting, stopping where no history has
+    /// the whole prefix so far).
+    fn leading_blocks(&mut self) {
+        self.leading.fill(self.prompt.len() as u64);
+        self.still.copy_from_slice(&self.all);
+        for (j, &id) in self.prompt.iter().enumerate() {
+            let mut any = 0;
+            for (w, (&present, still)) in
+                self.histories.presence(id).iter().zip(self.still.iter_mut()).enumerate()
+            {
+                for h in SetBits(*still & !present) {
+                    self.leading[w * 64 + h] = j as u64;
+                }
+                *still &= present;
+                any |= *still;
+            }
+            if any == 0 {
+                break;
+            }
         }
     }
 

@@ -119,6 +119,13 @@ proptest! {
         kvreuse_tests::attempts(&script);
     }
 
+    /// Fleet simulations on random traces and settings: conservation, a plain LRU block
+    /// cache, round-robin workers as fleets of one (the `fleet` target).
+    #[test]
+    fn fleets_account_for_every_token_and_match_the_models(script in prop::collection::vec(any::<u8>(), 0..4096)) {
+        kvreuse_tests::fleet(&script);
+    }
+
     /// History operation sequences against the `VecDeque` model (the `history_ops` target).
     #[test]
     fn history_operations_match_the_model(script in prop::collection::vec(any::<u8>(), 0..4096)) {
