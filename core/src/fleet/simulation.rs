@@ -236,9 +236,10 @@ impl Simulation {
             Timing::Mocker { speedup } => {
                 let key = self.slab.insert(live);
                 self.workers[w].waiting.push_back(key);
+                // The next arrival is not known yet: every pass started now stays in flight.
                 for w in 0..self.workers.len() {
                     if !self.busy[w] {
-                        self.start(w, now, speedup);
+                        self.start(w, now, now, speedup);
                     }
                 }
                 Ok(())
@@ -263,24 +264,32 @@ impl Simulation {
             }
             self.workers[w].signals = signals;
             if end < until {
-                self.start(w, end, speedup);
+                self.start(w, end, until, speedup);
             }
         }
     }
 
-    /// Starts worker `w`'s next pass at `now`, if it has work.
-    fn start(&mut self, w: usize, now: u64, speedup: f64) {
+    /// Starts worker `w`'s next pass at `now`, if it has work. Passes that tell nothing
+    /// (decode steps, chunks of prefill) and end before `until` are run one after the other
+    /// at once: nothing of theirs is delivered, so no other worker's order matters to them.
+    /// The first pass that tells something, or ends at or after `until`, is left in flight.
+    fn start(&mut self, w: usize, mut now: u64, until: u64, speedup: f64) {
         let worker = &mut self.workers[w];
-        if !worker.has_work() {
+        while worker.has_work() {
+            let Some(duration) = worker.pass(&mut self.slab, now, speedup) else {
+                debug_assert!(false, "a worker with work did nothing");
+                return;
+            };
+            let end = now + duration;
+            if worker.signals.is_empty() && end < until {
+                now = end;
+                continue;
+            }
+            self.busy[w] = true;
+            self.passes.push(Reverse((end, self.started, w as u32)));
+            self.started += 1;
             return;
         }
-        let Some(duration) = worker.pass(&mut self.slab, now, speedup) else {
-            debug_assert!(false, "a worker with work did nothing");
-            return;
-        };
-        self.busy[w] = true;
-        self.passes.push(Reverse((now + duration, self.started, w as u32)));
-        self.started += 1;
     }
 
     /// A pass's signal lands at `now`.
