@@ -635,6 +635,24 @@ impl<'a> Json<'a> {
         }
     }
 
+    /// Reads `true` or `false`.
+    pub fn bool(&mut self) -> Result<bool, JsonError> {
+        self.skip_blanks();
+        let rest = &self.text[self.at..];
+        let (value, len) = if rest.starts_with(b"true") {
+            (true, 4)
+        } else if rest.starts_with(b"false") {
+            (false, 5)
+        } else {
+            return Err(self.expected("true or false"));
+        };
+        if matches!(rest.get(len), Some(b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_')) {
+            return Err(self.expected("true or false"));
+        }
+        self.at += len;
+        Ok(value)
+    }
+
     /// Reads `null` if it is next; returns whether it was.
     pub fn null(&mut self) -> bool {
         self.skip_blanks();

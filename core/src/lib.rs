@@ -40,6 +40,7 @@ pub mod message;
 pub mod names;
 pub mod output;
 pub mod replay;
+pub mod report;
 pub mod setup;
 pub mod snapshot;
 pub mod trace;

@@ -53,6 +53,7 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use history::SharedHistory;
 pub use kvreuse_core::history::{HistoryError, Inserted};
+pub use kvreuse_core::report::{ReportError, Route, WorkerReport};
 #[cfg(feature = "nats")]
 pub use sync::{ReplicaSync, ReplicaSyncConfig, ReplicaSyncError};
 pub use tracker::{RequestGuard, Tracker};

@@ -13,6 +13,9 @@
 //! | `router_kv_history_cached_prefix_tokens_total` | counter | F1: tokens in leading blocks computed before |
 //! | `router_cache_loss_observations_total{result="complete"\|"incomplete"}` | counter | requests counted, by outcome |
 //! | `router_kv_history_evictions_total` | counter | ids evicted from the history |
+//! | `router_kv_funnel_tokens_total{stage="f0"..."f5"}` | counter | F0-F5 of observed attempts only (completed with a route and an accepted worker report), so any two stages divide meaningfully |
+//! | `router_kv_funnel_observations_total{result="observed"\|"no_route"\|"no_report"\|"prompt_mismatch"\|"incomplete"}` | counter | every ended attempt, exactly once: how much of the traffic the funnel covers |
+//! | `router_kv_funnel_clamped_total{stage}` | counter | observed attempts whose stage exceeded the prompt and was clamped to it |
 //! | `router_cache_loss_history_unique_hashes` | gauge | ids in the history |
 //! | `router_cache_loss_history_represented_tokens` | gauge | ids times the block size |
 //! | `router_cache_loss_history_estimated_bytes` | gauge | the history's heap bytes, times its fill fraction |
@@ -23,7 +26,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kvreuse_core::attempt::Ledger;
+use kvreuse_core::attempt::{FunnelOutcome, FunnelResult, Ledger, STAGES};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, Metric, MetricFamily, MetricType};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
@@ -40,6 +43,11 @@ pub(crate) struct Metrics {
     complete: IntCounter,
     incomplete: IntCounter,
     pub(crate) evictions: IntCounter,
+    /// The funnel families: per stage, per result (in `FunnelResult::ALL`'s order), per
+    /// clamped stage.
+    funnel_tokens: [IntCounter; 6],
+    funnel_results: [IntCounter; 5],
+    funnel_clamped: [IntCounter; 6],
 }
 
 /// Counts an attempt's steps into the counters.
@@ -58,6 +66,19 @@ impl Ledger for MetricsLedger<'_> {
 
     fn ended_incomplete(&mut self) {
         self.0.incomplete.inc();
+    }
+
+    fn funnel(&mut self, outcome: &FunnelOutcome) {
+        let at = FunnelResult::ALL.iter().position(|&r| r == outcome.result).unwrap_or(0);
+        self.0.funnel_results[at].inc();
+        if outcome.result == FunnelResult::Observed {
+            for k in 0..6 {
+                self.0.funnel_tokens[k].inc_by(outcome.stages[k]);
+                if outcome.clamped[k] {
+                    self.0.funnel_clamped[k].inc();
+                }
+            }
+        }
     }
 }
 
@@ -107,8 +128,27 @@ impl Metrics {
             "router_kv_history_evictions_total",
             "Block ids evicted from the history to make room.",
         )?;
+        let funnel_tokens = counter_vec(
+            "router_kv_funnel_tokens_total",
+            "Prompt tokens by cache-loss funnel stage (f0 prompt, f1 seen before, f2 cached on the best worker, f3 on the selected worker, f4 found by its lookup, f5 reused), over observed attempts only.",
+            "stage",
+        )?;
+        let funnel_results = counter_vec(
+            "router_kv_funnel_observations_total",
+            "Ended attempts by funnel evidence: observed (route and worker report), no_route, no_report, prompt_mismatch, incomplete.",
+            "result",
+        )?;
+        let funnel_clamped = counter_vec(
+            "router_kv_funnel_clamped_total",
+            "Observed attempts whose stage exceeded the prompt and was clamped to it.",
+            "stage",
+        )?;
         registry.register(Box::new(HistoryGauges::new(config, history)?))?;
         Ok(Metrics {
+            funnel_tokens: STAGES.map(|stage| funnel_tokens.with_label_values(&[stage])),
+            funnel_results: FunnelResult::ALL
+                .map(|r| funnel_results.with_label_values(&[r.name()])),
+            funnel_clamped: STAGES.map(|stage| funnel_clamped.with_label_values(&[stage])),
             input_tokens,
             f0_tokens: funnel.with_label_values(&["f0"]),
             f1_tokens,

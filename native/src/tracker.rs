@@ -8,6 +8,13 @@
 //! or cancelled task, a panic unwinding through it) counts it incomplete. A retried request is
 //! a new attempt: it gets a new guard from a new `begin`.
 //!
+//! On the way, a guard takes the rest of the funnel's evidence:
+//! [`observe_route`](RequestGuard::observe_route) with what the router saw when it chose the
+//! worker (F2, F3) and [`observe_worker`](RequestGuard::observe_worker) with the worker's
+//! report (F4, F5; parsed from what the backend sends by [`WorkerReport`]'s parsers). The
+//! funnel's metrics count an attempt's stages only when it completes with both, and count every
+//! ended attempt once by its evidence, so their coverage is visible.
+//!
 //! A disabled tracker allocates nothing and registers nothing; its guards carry no state and
 //! cost a branch.
 
@@ -17,6 +24,7 @@ use std::sync::Arc;
 use kvreuse_core::attempt::Attempt;
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::output::OutputTracker;
+use kvreuse_core::report::{ReportError, Route, WorkerReport};
 use prometheus::Registry;
 
 use crate::config::Config;
@@ -190,6 +198,29 @@ impl RequestGuard {
     pub fn observe_output(&mut self, choice_index: u32, tokens: &[u32]) {
         if let Some(active) = &mut self.active {
             active.attempt.observe_output(choice_index, tokens);
+        }
+    }
+
+    /// Records what the router saw when it chose the worker: tokens cached on the best
+    /// eligible worker (F2) and on the one selected (F3), by its index. A second route is
+    /// refused (the first stands).
+    #[inline]
+    pub fn observe_route(&mut self, route: Route) {
+        if let Some(active) = &mut self.active
+            && active.attempt.observe_route(route).is_err()
+        {
+            tracing::debug!("a second route for one request was ignored");
+        }
+    }
+
+    /// Records the worker's report (F4, F5). Refused with an error, and not counted: a
+    /// second report, and a report whose prompt differs from the routed one (the request then
+    /// counts as `prompt_mismatch`). A disabled tracker's guard accepts anything.
+    #[inline]
+    pub fn observe_worker(&mut self, report: WorkerReport) -> Result<(), ReportError> {
+        match &mut self.active {
+            Some(active) => active.attempt.observe_worker(report),
+            None => Ok(()),
         }
     }
 

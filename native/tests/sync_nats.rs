@@ -2,9 +2,7 @@
 //! started by each test on a free 127.0.0.1 port and stopped by it.
 #![cfg(feature = "nats")]
 
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -12,80 +10,13 @@ use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::message::{self, Domain};
 use kvreuse::sync::{Auth, ReplicaSyncConfig};
 use kvreuse::{Config, ReplicaSync, Tracker};
-use kvreuse_tests::support::Captured;
+use kvreuse_tests::support::{Captured, NatsServer as Nats};
 use prometheus::Registry;
 
 const BLOCK: usize = 16;
 
 fn domain() -> Domain {
     Domain { model: "test-model".into(), block_size: BLOCK, eagle: false, scheme: "dynamo".into() }
-}
-
-/// A `nats-server` with JetStream, on a port picked for it, killed on drop.
-struct Nats {
-    child: Option<Child>,
-    port: u16,
-    store: tempfile::TempDir,
-    extra: Vec<String>,
-}
-
-fn nats_server() -> PathBuf {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join("nats-server"))
-        .find(|p| p.is_file());
-    found.expect("nats-server not found: install Debian's nats-server (./scripts/test does)")
-}
-
-impl Nats {
-    fn start(extra: &[&str]) -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut nats = Nats {
-            child: None,
-            port,
-            store: tempfile::tempdir().unwrap(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        nats.run();
-        nats
-    }
-
-    /// Starts (or restarts) the server on its port with its store.
-    fn run(&mut self) {
-        let child = Command::new(nats_server())
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
-            .arg(self.store.path())
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Log lines of every test in this process (tagged with the replica name).

@@ -1,16 +1,18 @@
 //! Request guards counted exactly once, on fuzzer-chosen interleavings of many requests:
-//! begin, output on any choice, complete, incomplete, drop.
+//! begin, output on any choice, route and worker evidence, complete, incomplete, drop.
 //!
 //! The model: a FIFO `VecDeque` history that learns only from completions (prompt blocks, then
 //! output blocks in the order they became complete), output blocks recomputed from scratch by
-//! hashing prompt + output, and counters summed by hand. After every step the tracker's
-//! history must equal the model's; at the end every metric must equal its sum.
+//! hashing prompt + output, and counters summed by hand, the funnel's included (stages only
+//! from completed requests with a route and an accepted report; every ended request in exactly
+//! one result). After every step the tracker's history must equal the model's; at the end
+//! every metric must equal its sum.
 
 use std::collections::VecDeque;
 
 use arbitrary::{Arbitrary, Unstructured};
 use kvreuse::core::chain::DynamoHasher;
-use kvreuse::{Config, RequestGuard, Tracker};
+use kvreuse::{Config, ReportError, RequestGuard, Route, Tracker, WorkerReport};
 use prometheus::Registry;
 use prometheus::proto::MetricType;
 
@@ -20,11 +22,28 @@ enum Event {
     Begin {
         family: u8,
         len: u8,
+        /// Route and report right away, as a router that observes both before streaming:
+        /// (best, selected, skew, gpu, cpu hit, cpu lookup).
+        evidence: Option<(u8, u8, u8, u8, u8, u8)>,
     },
     Output {
         slot: u8,
         choice: u8,
         tokens: Vec<u8>,
+    },
+    /// The router's view (tokens cached on the best and the selected worker).
+    Route {
+        slot: u8,
+        best: u8,
+        selected: u8,
+    },
+    /// A worker report; `skew` nonzero reports another prompt length.
+    Report {
+        slot: u8,
+        skew: u8,
+        gpu: u8,
+        cpu_hit: u8,
+        cpu_lookup: u8,
     },
     Complete(u8),
     Incomplete(u8),
@@ -40,6 +59,11 @@ struct Open {
     /// Output block ids in the order they became recordable.
     recorded: Vec<u64>,
     seen_tokens: u64,
+    /// The model of the funnel evidence: the first route, the accepted report (found,
+    /// reused), whether a report was refused for another prompt.
+    route: Option<(u64, u64)>,
+    report: Option<(u64, u64)>,
+    mismatch: bool,
 }
 
 #[derive(Default, Debug, PartialEq)]
@@ -49,6 +73,10 @@ struct Counts {
     f1: u64,
     complete: u64,
     incomplete: u64,
+    funnel: [u64; 6],
+    /// observed, no_route, no_report, prompt_mismatch, incomplete.
+    results: [u64; 5],
+    clamped: [u64; 6],
 }
 
 /// Runs a fuzzer-chosen script through a real `Tracker` and checks it against the model.
@@ -56,7 +84,13 @@ pub fn attempts(data: &[u8]) {
     let mut input = Unstructured::new(data);
     let Ok(block_size) = input.int_in_range(1usize..=6) else { return };
     let Ok(eagle) = bool::arbitrary(&mut input) else { return };
-    let Ok(events) = Vec::<Event>::arbitrary(&mut input) else { return };
+    // Events until the input runs out (arbitrary's own collections stop at random, which
+    // keeps scripts short).
+    let mut events = Vec::new();
+    while !input.is_empty() {
+        let Ok(event) = Event::arbitrary(&mut input) else { break };
+        events.push(event);
+    }
     let registry = Registry::new();
     let config = Config::new(block_size).with_eagle(eagle).with_history_bytes(24 << 10);
     let tracker = Tracker::new(&config, &registry).expect("a valid config");
@@ -70,7 +104,7 @@ pub fn attempts(data: &[u8]) {
 
     for event in events {
         match event {
-            Event::Begin { family, len } => {
+            Event::Begin { family, len, evidence } => {
                 let prompt: Vec<u32> =
                     (0..u32::from(len % 48)).map(|i| u32::from(family % 4) * 1000 + i).collect();
                 let ids = hasher.hash(&prompt).sequence;
@@ -86,7 +120,15 @@ pub fn attempts(data: &[u8]) {
                     choices: Vec::new(),
                     recorded: Vec::new(),
                     seen_tokens,
+                    route: None,
+                    report: None,
+                    mismatch: false,
                 });
+                if let Some((best, selected, skew, gpu, cpu_hit, cpu_lookup)) = evidence {
+                    let request = open.last_mut().expect("just pushed");
+                    route(request, best, selected);
+                    report(request, skew, gpu, cpu_hit, cpu_lookup);
+                }
             }
             Event::Output { slot, choice, tokens } => {
                 let Some(request) = pick(&mut open, slot) else { continue };
@@ -95,8 +137,31 @@ pub fn attempts(data: &[u8]) {
                 request.guard.observe_output(choice, &tokens);
                 observe(&hasher, request, choice, &tokens);
             }
+            Event::Route { slot, best, selected } => {
+                let Some(request) = pick(&mut open, slot) else { continue };
+                route(request, best, selected);
+            }
+            Event::Report { slot, skew, gpu, cpu_hit, cpu_lookup } => {
+                let Some(request) = pick(&mut open, slot) else { continue };
+                report(request, skew, gpu, cpu_hit, cpu_lookup);
+            }
             Event::Complete(slot) => {
                 let Some(request) = take(&mut open, slot) else { continue };
+                let f0 = request.prompt.len() as u64;
+                let result = match (request.mismatch, request.route, request.report) {
+                    (true, ..) => 3,
+                    (false, None, _) => 1,
+                    (false, Some(_), None) => 2,
+                    (false, Some((best, selected)), Some((found, reused))) => {
+                        let stages = [f0, request.seen_tokens, best, selected, found, reused];
+                        for (k, stage) in stages.into_iter().enumerate() {
+                            counts.funnel[k] += stage.min(f0);
+                            counts.clamped[k] += u64::from(stage > f0);
+                        }
+                        0
+                    }
+                };
+                counts.results[result] += 1;
                 let mut ids = hasher.hash(&request.prompt).sequence;
                 ids.extend(&request.recorded);
                 for id in ids {
@@ -115,11 +180,13 @@ pub fn attempts(data: &[u8]) {
             Event::Incomplete(slot) => {
                 let Some(request) = take(&mut open, slot) else { continue };
                 counts.incomplete += 1;
+                counts.results[4] += 1;
                 request.guard.incomplete();
             }
             Event::Drop(slot) => {
                 let Some(request) = take(&mut open, slot) else { continue };
                 counts.incomplete += 1;
+                counts.results[4] += 1;
                 drop(request.guard);
             }
         }
@@ -130,10 +197,46 @@ pub fn attempts(data: &[u8]) {
     }
     // Requests still open when their task goes away count as incomplete.
     counts.incomplete += open.len() as u64;
+    counts.results[4] += open.len() as u64;
     drop(open);
     assert_eq!(read(&registry), counts);
     assert_eq!(counts.complete + counts.incomplete, begun, "every request ended exactly once");
+    assert_eq!(counts.results.iter().sum::<u64>(), begun, "every request in one funnel result");
 }
+
+/// Gives `request` a route, and the model its first one.
+fn route(request: &mut Open, best: u8, selected: u8) {
+    let (best, selected) = (u64::from(best), u64::from(selected));
+    request
+        .guard
+        .observe_route(Route { best_cached_tokens: best, selected_cached_tokens: selected });
+    request.route.get_or_insert((best, selected));
+}
+
+/// Gives `request` a worker report (of another prompt when `skew % 3` is not 0) and checks
+/// that it is accepted or refused as the model says.
+fn report(request: &mut Open, skew: u8, gpu: u8, cpu_hit: u8, cpu_lookup: u8) {
+    let prompt = request.prompt.len() as u64;
+    let report = WorkerReport {
+        prompt_tokens: prompt + u64::from(skew % 3),
+        gpu_hit_tokens: u64::from(gpu),
+        cpu_hit_tokens: u64::from(cpu_hit),
+        cpu_lookup_tokens: u64::from(cpu_lookup),
+    };
+    let result = request.guard.observe_worker(report);
+    if request.report.is_some() || request.mismatch {
+        assert!(matches!(result, Err(ReportError::Duplicate(_))), "{result:?}");
+    } else if !skew.is_multiple_of(3) {
+        assert!(matches!(result, Err(ReportError::PromptMismatch { .. })), "{result:?}");
+        request.mismatch = true;
+    } else {
+        assert_eq!(result, Ok(()));
+        request.report = Some((report.found_tokens(), report.reused_tokens()));
+    }
+}
+
+const STAGES: [&str; 6] = ["f0", "f1", "f2", "f3", "f4", "f5"];
+const RESULTS: [&str; 5] = ["observed", "no_route", "no_report", "prompt_mismatch", "incomplete"];
 
 fn pick(open: &mut [Open], slot: u8) -> Option<&mut Open> {
     let len = open.len();
@@ -193,5 +296,8 @@ fn read(registry: &Registry) -> Counts {
         f1: value(registry, "router_kv_history_cached_prefix_tokens_total", None),
         complete: value(registry, "router_cache_loss_observations_total", Some("complete")),
         incomplete: value(registry, "router_cache_loss_observations_total", Some("incomplete")),
+        funnel: STAGES.map(|stage| value(registry, "router_kv_funnel_tokens_total", Some(stage))),
+        results: RESULTS.map(|r| value(registry, "router_kv_funnel_observations_total", Some(r))),
+        clamped: STAGES.map(|stage| value(registry, "router_kv_funnel_clamped_total", Some(stage))),
     }
 }

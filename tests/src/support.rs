@@ -1,10 +1,14 @@
 //! Helpers for the integration tests of the other crates: reading metrics back from a
-//! registry, capturing `tracing` output, and starting a binary built for the test's target.
+//! registry, capturing `tracing` output, starting a binary built for the test's target,
+//! finding and starting the servers the tests talk to (`nats-server`), and a plain HTTP GET.
 
 use std::ffi::OsStr;
-use std::io::Write;
-use std::process::Command;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use prometheus::Registry;
 use prometheus::proto::MetricType;
@@ -78,4 +82,123 @@ pub fn target_command(program: impl AsRef<OsStr>) -> Command {
         }
         None => Command::new(program),
     }
+}
+
+/// The path of Debian package `package`'s program `name` (on `PATH`, or in `/usr/sbin` or
+/// `/usr/bin`); panics naming the package when it is missing (`./scripts/test` installs it).
+pub fn program(name: &str, package: &str) -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file());
+    found.unwrap_or_else(|| {
+        panic!("{name} not found: install Debian's {package} (./scripts/test does)")
+    })
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits up to `seconds` for something to listen on 127.0.0.1:`port`; panics naming `what`.
+pub fn wait_for_port(port: u16, seconds: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not come up on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `nats-server` with JetStream, on 127.0.0.1 and a port picked for it, killed on drop.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+    store: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl NatsServer {
+    /// Starts a server with `extra` arguments.
+    pub fn start(extra: &[&str]) -> NatsServer {
+        let mut nats = NatsServer {
+            child: None,
+            port: free_port(),
+            store: tempfile::tempdir().unwrap(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        nats.run();
+        nats
+    }
+
+    /// Starts (or restarts) the server on its port with its store.
+    pub fn run(&mut self) {
+        let child = Command::new(program("nats-server", "nats-server"))
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(self.store.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_for_port(self.port, 10, "nats-server");
+    }
+
+    /// Stops the server (it can be started again with [`run`](Self::run)).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+#[derive(Debug)]
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET http://127.0.0.1:{port}{path}` (HTTP/1.0): the status code and the body.
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// `text` percent-encoded for a URL's query (everything but unreserved characters).
+pub fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -222,6 +222,30 @@ pub struct FleetRow {
     pub per_worker: Vec<WorkerShare>,
 }
 
+/// One request's funnel evidence as its router and worker would give it: what the router
+/// saw when it chose the worker (F2, F3) and what the worker's lookup found and it reused
+/// (F4, F5), in prompt tokens. For driving a router's request guards with simulated
+/// workers ([`Fleet::record_outcomes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The request's number in the trace, from 0.
+    pub request: u64,
+    /// The worker it was routed to.
+    pub worker: usize,
+    /// Its prompt tokens.
+    pub prompt_tokens: u64,
+    /// Cached on the best worker at routing (F2).
+    pub best_cached_tokens: u64,
+    /// Cached on the selected worker at routing (F3).
+    pub selected_cached_tokens: u64,
+    /// Found by the worker's lookup at admission (F4).
+    pub found_tokens: u64,
+    /// Reused (F5).
+    pub reused_tokens: u64,
+    /// Dropped for a prompt larger than the worker's cache: no worker report.
+    pub rejected: bool,
+}
+
 /// Every shape of a configuration, simulated over the same requests on one thread.
 #[derive(Debug)]
 pub struct Fleet {
@@ -301,12 +325,27 @@ impl Fleet {
         self.simulations.iter().map(Simulation::heap_bytes).sum()
     }
 
+    /// Keeps every finished request's [`Outcome`] from now on, per shape.
+    pub fn record_outcomes(&mut self) {
+        self.simulations.iter_mut().for_each(Simulation::record_outcomes);
+    }
+
+    /// The outcomes of shape `shape`'s requests finished since the last call (in the order
+    /// they finished; nothing unless [`record_outcomes`](Self::record_outcomes) was called).
+    pub fn take_outcomes(&mut self, shape: usize) -> Vec<Outcome> {
+        self.simulations.get_mut(shape).map(Simulation::take_outcomes).unwrap_or_default()
+    }
+
+    /// Plays every simulation out to its last request's end, as at the end of the trace (no
+    /// request may follow).
+    pub fn play_out(&mut self) -> Result<(), FleetError> {
+        self.simulations.iter_mut().try_for_each(Simulation::finish_trace)
+    }
+
     /// Plays every simulation out to its last request's end and returns the rows, in
     /// configuration order.
     pub fn finish(mut self) -> Result<Vec<FleetRow>, FleetError> {
-        for simulation in &mut self.simulations {
-            simulation.finish_trace()?;
-        }
+        self.play_out()?;
         Ok(self.simulations.iter().map(Simulation::row).collect())
     }
 }

@@ -27,7 +27,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use super::router::{Candidates, Load, Routing};
 use super::stats::{Funnel, Quantiles};
 use super::worker::{Live, Signal, Slab, Worker, reusable};
-use super::{FleetError, FleetRow, Shape, Timing, WorkerShare};
+use super::{FleetError, FleetRow, Outcome, Shape, Timing, WorkerShare};
 use crate::replay::{Policy, Replay, ReplayConfig};
 use crate::trace::Request;
 
@@ -63,6 +63,8 @@ pub(crate) struct Simulation {
     evictions_before: Option<u64>,
     /// An error met while passes played out, reported by the next call.
     failed: Option<FleetError>,
+    /// Each finished request's evidence, when asked for.
+    outcomes: Option<Vec<Outcome>>,
     cached: Vec<usize>,
     // What is counted.
     funnel: Funnel,
@@ -121,6 +123,7 @@ impl Simulation {
             requests: 0,
             evictions_before: None,
             failed: None,
+            outcomes: None,
             cached: vec![0; n],
             funnel: Funnel::default(),
             counted: 0,
@@ -206,6 +209,7 @@ impl Simulation {
         let best = self.cached.iter().copied().max().unwrap_or(0);
         let reusable = |blocks| reusable(blocks, isl, self.engine_block_size);
         let mut live = Live::new(request.clone(), ids.to_vec(), w as u32, now);
+        live.seq = self.requests - 1;
         live.osl = osl;
         live.counted = counted;
         live.routed = [f1, reusable(best), reusable(self.cached[w])];
@@ -335,8 +339,35 @@ impl Simulation {
         }
     }
 
+    /// Keeps each finished (or rejected) request's evidence from now on, for
+    /// [`take_outcomes`](Self::take_outcomes).
+    pub(crate) fn record_outcomes(&mut self) {
+        self.outcomes.get_or_insert_with(Vec::new);
+    }
+
+    /// The evidence of the requests finished since the last call.
+    pub(crate) fn take_outcomes(&mut self) -> Vec<Outcome> {
+        self.outcomes.as_mut().map(core::mem::take).unwrap_or_default()
+    }
+
+    fn record(&mut self, live: &Live, rejected: bool) {
+        if let Some(outcomes) = &mut self.outcomes {
+            outcomes.push(Outcome {
+                request: live.seq,
+                worker: live.worker as usize,
+                prompt_tokens: live.isl,
+                best_cached_tokens: live.routed[1],
+                selected_cached_tokens: live.routed[2],
+                found_tokens: live.reused,
+                reused_tokens: live.reused,
+                rejected,
+            });
+        }
+    }
+
     /// A request finished: the history learns it and it is counted.
     fn finish(&mut self, live: Live) -> Result<(), FleetError> {
+        self.record(&live, false);
         self.unroute(&live);
         let learned = self.ceiling.learn(&live.request).map_err(FleetError::History);
         if live.counted {
@@ -361,6 +392,7 @@ impl Simulation {
 
     /// A request whose prompt no worker's cache can hold is dropped, and counted apart.
     fn reject(&mut self, live: Live) {
+        self.record(&live, true);
         self.unroute(&live);
         self.rejected += u64::from(live.counted);
     }

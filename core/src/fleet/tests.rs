@@ -194,6 +194,34 @@ fn engine_blocks_may_be_finer_or_coarser_than_the_trace() {
 }
 
 #[test]
+fn outcomes_are_the_rows_request_by_request() {
+    let requests = trace(300, 4, 1, 23);
+    let mut fleet =
+        Fleet::new(&config(FleetConfig::grid(&[3], &[6], &[router("kv")]), MOCKER, 4)).unwrap();
+    fleet.record_outcomes();
+    let mut outcomes = Vec::new();
+    for r in &requests {
+        fleet.push(r).unwrap();
+        outcomes.extend(fleet.take_outcomes(0));
+    }
+    fleet.play_out().unwrap();
+    outcomes.extend(fleet.take_outcomes(0));
+    let row = fleet.finish().unwrap().remove(0);
+    let mut seen: Vec<u64> = outcomes.iter().map(|o| o.request).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..300).collect::<Vec<_>>(), "each request once");
+    let kept: Vec<&Outcome> = outcomes.iter().filter(|o| !o.rejected).collect();
+    assert_eq!(kept.len() as u64, row.requests);
+    let sum = |f: fn(&Outcome) -> u64| kept.iter().map(|o| f(o)).sum::<u64>();
+    assert_eq!(sum(|o| o.prompt_tokens), row.funnel.f0);
+    assert_eq!(sum(|o| o.best_cached_tokens), row.funnel.f2);
+    assert_eq!(sum(|o| o.selected_cached_tokens), row.funnel.f3);
+    assert_eq!(sum(|o| o.found_tokens), row.funnel.f4);
+    assert_eq!(sum(|o| o.reused_tokens), row.funnel.f5);
+    assert!(row.funnel.race > 0, "passes overlap at this speed: some race");
+}
+
+#[test]
 fn settings_out_of_range_are_refused() {
     let shape = |workers, worker_capacity| Shape { workers, worker_capacity, router: router("kv") };
     for (c, error) in [

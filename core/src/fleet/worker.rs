@@ -58,6 +58,8 @@ pub(crate) enum Signal {
 /// A request in flight on a worker.
 #[derive(Debug)]
 pub(crate) struct Live {
+    /// The request's number in the trace (from 0).
+    pub(crate) seq: u64,
     /// The request as the trace gave it (its ids teach the ceiling's history at the end).
     pub(crate) request: Request,
     /// Its full engine blocks' ids.
@@ -91,6 +93,7 @@ pub(crate) struct Live {
 impl Live {
     pub(crate) fn new(request: Request, ids: Vec<u64>, worker: u32, arrival: u64) -> Live {
         Live {
+            seq: 0,
             isl: request.prompt_tokens,
             osl: request.output_tokens,
             request,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kvreuse::core::attempt::{Attempt, Tally};
+use kvreuse::core::attempt::{Attempt, FunnelResult, STAGES, Tally};
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::output::OutputTracker;
 use kvreuse::{Config, Tracker};
@@ -27,6 +27,10 @@ fn tally(registry: &Registry) -> Tally {
         f1_tokens: get("router_kv_history_cached_prefix_tokens_total", None),
         complete: get("router_cache_loss_observations_total", Some(("result", "complete"))),
         incomplete: get("router_cache_loss_observations_total", Some(("result", "incomplete"))),
+        funnel: STAGES.map(|stage| get("router_kv_funnel_tokens_total", Some(("stage", stage)))),
+        results: FunnelResult::ALL
+            .map(|r| get("router_kv_funnel_observations_total", Some(("result", r.name())))),
+        clamped: STAGES.map(|stage| get("router_kv_funnel_clamped_total", Some(("stage", stage)))),
     }
 }
 
@@ -51,7 +55,10 @@ async fn a_cancelled_task_counts_incomplete_and_teaches_nothing() {
     wait.await.unwrap();
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
-    assert_eq!(tally(&registry), Tally { input_tokens: 12, incomplete: 1, ..Tally::default() });
+    assert_eq!(
+        tally(&registry),
+        Tally { input_tokens: 12, incomplete: 1, results: [0, 0, 0, 0, 1], ..Tally::default() }
+    );
     assert!(tracker.history().unwrap().is_empty());
 }
 
@@ -64,7 +71,10 @@ async fn a_panicking_task_counts_incomplete() {
         panic!("the engine fell over");
     });
     assert!(task.await.unwrap_err().is_panic());
-    assert_eq!(tally(&registry), Tally { input_tokens: 9, incomplete: 1, ..Tally::default() });
+    assert_eq!(
+        tally(&registry),
+        Tally { input_tokens: 9, incomplete: 1, results: [0, 0, 0, 0, 1], ..Tally::default() }
+    );
     assert!(tracker.history().unwrap().is_empty());
 }
 
@@ -138,7 +148,15 @@ fn a_retry_is_a_new_attempt() {
     retry.complete();
     assert_eq!(
         tally(&registry),
-        Tally { input_tokens: 16, f0_tokens: 8, f1_tokens: 0, complete: 1, incomplete: 1 }
+        Tally {
+            input_tokens: 16,
+            f0_tokens: 8,
+            f1_tokens: 0,
+            complete: 1,
+            incomplete: 1,
+            results: [0, 1, 0, 0, 1],
+            ..Tally::default()
+        }
     );
 }
 

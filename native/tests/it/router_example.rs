@@ -1,6 +1,6 @@
 //! Runs `examples/router.rs` as a process on a generated token trace, scrapes its `/metrics`
-//! over HTTP, and checks every metric family against what the replay engine and a plain
-//! `History` compute for the same requests.
+//! over HTTP, and checks every metric family against what the replay engine, a plain
+//! `History` and the fleet engine compute for the same requests.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -11,6 +11,7 @@ use std::time::Instant;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use kvreuse::core::fleet::{Fleet, FleetConfig, Router, Shape, Timing};
 use kvreuse::core::history::History;
 use kvreuse::core::replay::{Policy, Replay, ReplayConfig};
 use kvreuse::core::trace::Request;
@@ -18,6 +19,9 @@ use kvreuse::core::trace::Request;
 const BLOCK: usize = 16;
 const CANCEL_EVERY: usize = 7;
 const ABORT_EVERY: usize = 5;
+const NO_REPORT_EVERY: usize = 11;
+const WORKERS: usize = 3;
+const WORKER_CAPACITY: usize = 40;
 
 /// The example's binary, which `cargo test` builds next to this test's directory.
 fn example_binary() -> PathBuf {
@@ -95,6 +99,9 @@ async fn scraped_metrics_equal_the_replay_engine() {
             .args(["--block-size", &BLOCK.to_string()])
             .args(["--cancel-every", &CANCEL_EVERY.to_string()])
             .args(["--abort-every", &ABORT_EVERY.to_string()])
+            .args(["--no-report-every", &NO_REPORT_EVERY.to_string()])
+            .args(["--workers", &WORKERS.to_string()])
+            .args(["--worker-capacity", &WORKER_CAPACITY.to_string()])
             .arg(&trace)
             .env("DYN_ROUTER_CACHE_REUSE_HISTORY", "1")
             .env("DYN_ROUTER_CACHE_REUSE_HISTORY_BYTES", "24KiB")
@@ -181,6 +188,70 @@ async fn scraped_metrics_equal_the_replay_engine() {
     assert!((estimated - capacity_bytes * fill).abs() < 1.0, "{estimated} vs {capacity_bytes}");
     let age = get("router_kv_history_oldest_age_seconds", "");
     assert!(age > 0.0 && age < elapsed.as_secs_f64(), "{age}");
+
+    // The funnel: the same fleet through the core engine gives each request's route and
+    // report; only completed requests with both count their stages.
+    let mut fleet = Fleet::new(&FleetConfig {
+        block_size: BLOCK,
+        engine_block_size: None,
+        shapes: vec![Shape {
+            workers: WORKERS,
+            worker_capacity: WORKER_CAPACITY,
+            router: Router::parse("kv").unwrap(),
+        }],
+        timing: Timing::Instant,
+        history: None,
+        measure_from: 0,
+        seed: 0,
+    })
+    .unwrap();
+    fleet.record_outcomes();
+    let mut history = History::with_capacity(capacity, 5).unwrap();
+    let (mut stages, mut results) = ([0u64; 6], [0u64; 5]);
+    for (i, request) in requests.iter().enumerate() {
+        fleet.push(request).unwrap();
+        let [outcome] = fleet.take_outcomes(0)[..] else { panic!("instant timing") };
+        if !completes(i) {
+            results[4] += 1;
+            continue;
+        }
+        let seen = history.seen_prefix_len(&request.prompt_ids) as u64 * BLOCK as u64;
+        history.insert_all(&request.prompt_ids);
+        history.insert_all(&request.output_ids);
+        if outcome.rejected || (i + 1).is_multiple_of(NO_REPORT_EVERY) {
+            results[2] += 1;
+            continue;
+        }
+        results[0] += 1;
+        let found = [outcome.prompt_tokens, seen.min(outcome.prompt_tokens)];
+        let rest = [
+            outcome.best_cached_tokens,
+            outcome.selected_cached_tokens,
+            outcome.found_tokens,
+            outcome.reused_tokens,
+        ];
+        for (k, value) in found.into_iter().chain(rest).enumerate() {
+            stages[k] += value;
+        }
+    }
+    assert!(
+        stages[5] > 0 && stages[1] > stages[2],
+        "reuse, and some lost to retention: {stages:?}"
+    );
+    for (k, stage) in ["f0", "f1", "f2", "f3", "f4", "f5"].iter().enumerate() {
+        let label = format!("stage=\"{stage}\"");
+        assert_eq!(get("router_kv_funnel_tokens_total", &label), stages[k] as f64, "{stage}");
+        assert_eq!(get("router_kv_funnel_clamped_total", &label), 0.0);
+    }
+    let names = ["observed", "no_route", "no_report", "prompt_mismatch", "incomplete"];
+    for (k, result) in names.iter().enumerate() {
+        let label = format!("result=\"{result}\"");
+        assert_eq!(
+            get("router_kv_funnel_observations_total", &label),
+            results[k] as f64,
+            "{result}"
+        );
+    }
 }
 
 #[test]
