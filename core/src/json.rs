@@ -114,7 +114,12 @@ impl<'a> Json<'a> {
             Kind::End => return "the end of the text".into(),
             Kind::Object => return "an object".into(),
             Kind::Array => return "an array".into(),
-            Kind::Invalid => return alloc::format!("the character {:?}", self.char_here()),
+            Kind::Invalid => {
+                // Quoted rather than `{:?}`, whose Unicode tables the browser build does without.
+                let mut c = String::new();
+                c.push(self.char_here());
+                return alloc::format!("the character {}", crate::names::Quoted(&c));
+            }
             _ => {
                 // The token's extent, scanned plainly (no parsing: this runs on errors).
                 let rest = &self.text[start..];

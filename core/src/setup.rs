@@ -650,25 +650,22 @@ pub struct FleetSettings {
 impl Default for FleetSettings {
     /// The command line's defaults.
     fn default() -> Self {
-        let mut settings = FleetSettings {
+        FleetSettings {
             trace: TraceSettings::default(),
             workers: vec![4, 8],
-            worker_capacities: Vec::new(),
-            routers: Vec::new(),
+            worker_capacities: vec![
+                ("2k".into(), Quantity::Number(2_000)),
+                ("10k".into(), Quantity::Number(10_000)),
+            ],
+            // Read without an `expect`, whose message would link the error's Debug printing
+            // into the browser build.
+            routers: Router::parse_list(Router::DEFAULT_LIST).unwrap_or_default(),
             engine_block_size: None,
             kv_bytes_per_token: None,
             history: Capacity::Bytes(256 << 20),
             timing: Timing::Mocker { speedup: 1.0 },
             seed: 0,
-        };
-        let defaults = [
-            (Setting::WorkerCapacity, FleetSettings::DEFAULT_WORKER_CAPACITIES),
-            (Setting::Router, Router::DEFAULT_LIST),
-        ];
-        for (setting, text) in defaults {
-            settings.set_list(setting, text).expect("the defaults are valid");
         }
-        settings
     }
 }
 
@@ -869,6 +866,16 @@ impl FleetSettings {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    #[test]
+    fn fleet_defaults_are_the_documented_texts() {
+        let mut parsed = FleetSettings::default();
+        parsed.set_list(Setting::Workers, FleetSettings::DEFAULT_WORKERS).unwrap();
+        parsed.set_list(Setting::WorkerCapacity, FleetSettings::DEFAULT_WORKER_CAPACITIES).unwrap();
+        parsed.set_list(Setting::Router, Router::DEFAULT_LIST).unwrap();
+        parsed.set(Setting::History, FleetSettings::DEFAULT_HISTORY).unwrap();
+        assert_eq!(parsed, FleetSettings::default());
+    }
 
     #[test]
     fn quantities_read_every_unit_in_any_case() {

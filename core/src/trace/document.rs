@@ -236,7 +236,10 @@ impl DocumentReader<'_> {
                     other => {
                         return Err(error(
                             path,
-                            format!("is {other:?}, not \"local\" or \"global\""),
+                            format!(
+                                "is {}, not \"local\" or \"global\"",
+                                crate::names::Quoted(other)
+                            ),
                         ));
                     }
                 };
