@@ -144,6 +144,27 @@ def main():
           f"{sim_time / kv_time:.2f}x whole process, {sweep_time / kv_time:.2f}x run_sweep only, "
           f"{core_time / kv_time:.2f}x bare C++ core")
 
+    # Both Python APIs in this process: kvreuse.replay reads and parses the trace itself;
+    # kvcache-simulator's run_sweep gets the trace parsed already.
+    try:
+        import kvreuse
+    except ImportError:
+        print("(kvreuse's Python package is not installed here: Python API not compared)")
+    else:
+        py_times, py_rows = [], None
+        for _ in range(args.reps):
+            start = time.perf_counter()
+            py_rows = kvreuse.replay(args.trace, capacities=caps, policies=POLICIES,
+                                     block_size=args.block_size, warmup=WARMUP)
+            py_times.append(time.perf_counter() - start)
+        py_time = statistics.median(py_times)
+        assert py_rows == json.loads(kv_out)["rows"], "kvreuse.replay and kvreuse replay differ"
+        print(f"{'kvreuse.replay (Python API)':<37} {work:<26} {py_time:>9.3f}  {args.reps}"
+              f"  (range {min(py_times):.3f}-{max(py_times):.3f})")
+        print(f"Python API ratio: run_sweep / kvreuse.replay = {sweep_time / py_time:.2f}x "
+              f"(run_sweep without its trace parsing), {(parse_time + sweep_time) / py_time:.2f}x "
+              f"with it (parse_trace_file + run_sweep)")
+
     print()
     print(f"{'policy':<7} {'capacity':>9} {'kvreuse hit tok':>16} {'kvcache-sim hit tok':>20} "
           f"{'measured tok':>13}  agree")
