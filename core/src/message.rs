@@ -18,22 +18,118 @@
 //! | 16 | 8 | domain digest ([`Domain::digest`]) |
 //! | 24 | 8 × `count` | the ids, oldest first |
 //!
+//! **Signed messages (version 2).** Replicas given a shared secret ([`SyncKey`]) sign what
+//! they publish: the same layout with version 2, followed by a 32-byte HMAC-SHA256 of
+//! everything before it under the key. A keyed receiver accepts only version 2 with a valid
+//! MAC ([`MessageError::BadSignature`], [`MessageError::Unsigned`] otherwise); a receiver
+//! without a key accepts only version 1 and refuses signed messages
+//! ([`MessageError::Signed`]), so replicas that disagree about the key drop each other's
+//! messages visibly instead of mixing trust levels.
+//!
+//! | version | layout |
+//! |---:|---|
+//! | 1 | header (24 bytes), ids |
+//! | 2 | header (24 bytes), ids, HMAC-SHA256(key, header and ids) (32 bytes) |
+//!
 //! A message is therefore at most [`MAX_MESSAGE_BYTES`] long. [`decode`] checks everything
 //! and tells an oversized message from a malformed one, so a receiver can count both.
 
 use alloc::vec::Vec;
 use core::fmt;
 
+use base64::Engine;
+use hmac::{KeyInit, Mac};
+
 /// The first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"KVRS";
-/// The version this code writes and reads.
+/// The version of unsigned messages.
 pub const VERSION: u8 = 1;
+/// The version of signed messages.
+pub const SIGNED_VERSION: u8 = 2;
 /// Most ids in one message.
 pub const MAX_IDS: usize = 4096;
 /// Bytes before the ids.
 pub const HEADER_BYTES: usize = 24;
-/// The longest valid message.
-pub const MAX_MESSAGE_BYTES: usize = HEADER_BYTES + 8 * MAX_IDS;
+/// Bytes of a signed message's MAC.
+pub const MAC_BYTES: usize = 32;
+/// The longest valid message (a signed one).
+pub const MAX_MESSAGE_BYTES: usize = HEADER_BYTES + 8 * MAX_IDS + MAC_BYTES;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// A shared secret replicas sign and check their messages with: at least 32 bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SyncKey(Vec<u8>);
+
+/// Why a text is not a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyError {
+    /// Neither hex nor base64.
+    Unreadable,
+    /// Fewer than 32 bytes.
+    TooShort(usize),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Unreadable => {
+                f.write_str("a sync key is hex or base64 (standard or URL-safe, padded or not)")
+            }
+            KeyError::TooShort(n) => write!(f, "a sync key needs at least 32 bytes, not {n}"),
+        }
+    }
+}
+
+impl core::error::Error for KeyError {}
+
+impl SyncKey {
+    /// The smallest key.
+    pub const MIN_BYTES: usize = 32;
+
+    /// A key of raw bytes (at least [`MIN_BYTES`](Self::MIN_BYTES)).
+    pub fn from_bytes(bytes: &[u8]) -> Result<SyncKey, KeyError> {
+        if bytes.len() < Self::MIN_BYTES {
+            return Err(KeyError::TooShort(bytes.len()));
+        }
+        Ok(SyncKey(bytes.to_vec()))
+    }
+
+    /// A key written as hex (an even number of hex digits) or base64; blanks around it are
+    /// ignored.
+    pub fn parse(text: &str) -> Result<SyncKey, KeyError> {
+        let text = text.trim();
+        let hex = text.len().is_multiple_of(2)
+            && !text.is_empty()
+            && text.bytes().all(|b| b.is_ascii_hexdigit());
+        let bytes = if hex {
+            (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&text[i..i + 2], 16).map_err(|_| KeyError::Unreadable))
+                .collect::<Result<Vec<u8>, _>>()?
+        } else {
+            let engines = [
+                base64::engine::general_purpose::STANDARD,
+                base64::engine::general_purpose::STANDARD_NO_PAD,
+                base64::engine::general_purpose::URL_SAFE,
+                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            ];
+            engines.iter().find_map(|e| e.decode(text).ok()).ok_or(KeyError::Unreadable)?
+        };
+        SyncKey::from_bytes(&bytes)
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        <HmacSha256 as KeyInit>::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+}
+
+impl fmt::Debug for SyncKey {
+    /// Never the secret itself.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SyncKey({} bytes)", self.0.len())
+    }
+}
 
 /// What the ids of a group of routers mean: ids are only comparable within one domain.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -108,6 +204,12 @@ pub enum MessageError {
     },
     /// More ids given to [`encode_into`] than [`MAX_IDS`].
     TooManyIds(usize),
+    /// An unsigned message for a receiver with a key.
+    Unsigned,
+    /// A signed message whose MAC does not match the receiver's key.
+    BadSignature,
+    /// A signed message for a receiver without a key.
+    Signed,
 }
 
 impl MessageError {
@@ -137,25 +239,31 @@ impl fmt::Display for MessageError {
                 HEADER_BYTES + 8 * count
             ),
             Self::TooManyIds(n) => write!(f, "{n} ids do not fit one message (at most {MAX_IDS})"),
+            Self::Unsigned => f.write_str("an unsigned message, but this replica has a sync key"),
+            Self::BadSignature => f.write_str("a signed message whose signature does not match"),
+            Self::Signed => f.write_str("a signed message, but this replica has no sync key"),
         }
     }
 }
 
 impl core::error::Error for MessageError {}
 
-/// Appends the message for `ids` to `out`. At most [`MAX_IDS`] ids; split longer lists.
+/// Appends the message for `ids` to `out`: signed with `key` (version 2) when given, else
+/// version 1. At most [`MAX_IDS`] ids; split longer lists.
 pub fn encode_into(
     source: u64,
     domain: u64,
     ids: &[u64],
+    key: Option<&SyncKey>,
     out: &mut Vec<u8>,
 ) -> Result<(), MessageError> {
     if ids.len() > MAX_IDS {
         return Err(MessageError::TooManyIds(ids.len()));
     }
-    out.reserve(HEADER_BYTES + 8 * ids.len());
+    let start = out.len();
+    out.reserve(HEADER_BYTES + 8 * ids.len() + MAC_BYTES);
     out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
+    out.push(if key.is_some() { SIGNED_VERSION } else { VERSION });
     out.push(0);
     out.extend_from_slice(&(ids.len() as u16).to_le_bytes());
     out.extend_from_slice(&source.to_le_bytes());
@@ -163,11 +271,17 @@ pub fn encode_into(
     for id in ids {
         out.extend_from_slice(&id.to_le_bytes());
     }
+    if let Some(key) = key {
+        let mut mac = key.mac();
+        mac.update(&out[start..]);
+        out.extend_from_slice(&mac.finalize().into_bytes());
+    }
     Ok(())
 }
 
-/// Decodes and checks a message.
-pub fn decode(bytes: &[u8]) -> Result<Message, MessageError> {
+/// Decodes and checks a message, its signature against `key` (see the [module docs](self):
+/// with a key only signed messages are accepted, without one only unsigned ones).
+pub fn decode(bytes: &[u8], key: Option<&SyncKey>) -> Result<Message, MessageError> {
     let count = match bytes.get(6..8) {
         Some(&[lo, hi]) if bytes.starts_with(&MAGIC) => usize::from(u16::from_le_bytes([lo, hi])),
         _ => 0,
@@ -181,17 +295,31 @@ pub fn decode(bytes: &[u8]) -> Result<Message, MessageError> {
     if header[..4] != MAGIC {
         return Err(MessageError::BadMagic);
     }
-    if header[4] != VERSION {
-        return Err(MessageError::UnsupportedVersion(header[4]));
-    }
+    let signed = match header[4] {
+        VERSION => false,
+        SIGNED_VERSION => true,
+        other => return Err(MessageError::UnsupportedVersion(other)),
+    };
     if header[5] != 0 {
         return Err(MessageError::UnknownFlags(header[5]));
     }
-    if bytes.len() != HEADER_BYTES + 8 * count {
+    let body = HEADER_BYTES + 8 * count;
+    if bytes.len() != body + if signed { MAC_BYTES } else { 0 } {
         return Err(MessageError::LengthMismatch { count, bytes: bytes.len() });
     }
+    match (signed, key) {
+        (false, Some(_)) => return Err(MessageError::Unsigned),
+        (true, None) => return Err(MessageError::Signed),
+        (true, Some(key)) => {
+            let mut mac = key.mac();
+            mac.update(&bytes[..body]);
+            // Constant time: the comparison does not tell where a forgery went wrong.
+            mac.verify_slice(&bytes[body..]).map_err(|_| MessageError::BadSignature)?;
+        }
+        (false, None) => {}
+    }
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let ids = bytes[HEADER_BYTES..]
+    let ids = bytes[HEADER_BYTES..body]
         .chunks_exact(8)
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
         .collect();
@@ -205,7 +333,7 @@ mod tests {
 
     fn encoded(ids: &[u64]) -> Vec<u8> {
         let mut out = Vec::new();
-        encode_into(7, 9, ids, &mut out).unwrap();
+        encode_into(7, 9, ids, None, &mut out).unwrap();
         out
     }
 
@@ -216,7 +344,7 @@ mod tests {
                 (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
             let bytes = encoded(&ids);
             assert_eq!(bytes.len(), HEADER_BYTES + 8 * n);
-            assert_eq!(decode(&bytes).unwrap(), Message { source: 7, domain: 9, ids });
+            assert_eq!(decode(&bytes, None).unwrap(), Message { source: 7, domain: 9, ids });
         }
         let bytes = encoded(&[0x0102_0304_0506_0708]);
         assert_eq!(&bytes[..8], b"KVRS\x01\x00\x01\x00");
@@ -233,27 +361,71 @@ mod tests {
             b[at] = byte;
             b
         };
-        assert_eq!(decode(&good[..10]), Err(MessageError::Truncated { bytes: 10 }));
-        assert_eq!(decode(&[]), Err(MessageError::Truncated { bytes: 0 }));
-        assert_eq!(decode(&with(0, b'X')), Err(MessageError::BadMagic));
-        assert_eq!(decode(&with(4, 2)), Err(MessageError::UnsupportedVersion(2)));
-        assert_eq!(decode(&with(5, 1)), Err(MessageError::UnknownFlags(1)));
+        assert_eq!(decode(&good[..10], None), Err(MessageError::Truncated { bytes: 10 }));
+        assert_eq!(decode(&[], None), Err(MessageError::Truncated { bytes: 0 }));
+        assert_eq!(decode(&with(0, b'X'), None), Err(MessageError::BadMagic));
+        assert_eq!(decode(&with(4, 3), None), Err(MessageError::UnsupportedVersion(3)));
+        assert_eq!(decode(&with(5, 1), None), Err(MessageError::UnknownFlags(1)));
         assert_eq!(
-            decode(&good[..good.len() - 1]),
+            decode(&good[..good.len() - 1], None),
             Err(MessageError::LengthMismatch { count: 3, bytes: good.len() - 1 })
         );
         let mut long = good.clone();
         long.push(0);
-        assert!(matches!(decode(&long), Err(MessageError::LengthMismatch { .. })));
+        assert!(matches!(decode(&long, None), Err(MessageError::LengthMismatch { .. })));
         // Announcing more than the limit, or being longer than any valid message.
         let big = with(7, 0x20);
-        assert_eq!(decode(&big), Err(MessageError::Oversized { bytes: good.len(), count: 0x2003 }));
+        assert_eq!(
+            decode(&big, None),
+            Err(MessageError::Oversized { bytes: good.len(), count: 0x2003 })
+        );
         let huge = vec![0u8; MAX_MESSAGE_BYTES + 1];
-        assert!(decode(&huge).unwrap_err().is_oversized());
+        assert!(decode(&huge, None).unwrap_err().is_oversized());
         let too_many = vec![0u64; MAX_IDS + 1];
         assert_eq!(
-            encode_into(1, 1, &too_many, &mut Vec::new()),
+            encode_into(1, 1, &too_many, None, &mut Vec::new()),
             Err(MessageError::TooManyIds(MAX_IDS + 1))
+        );
+    }
+
+    #[test]
+    fn signed_messages_need_the_key_and_only_keyed_replicas_take_them() {
+        let key = SyncKey::parse(&"ab".repeat(32)).unwrap();
+        let other = SyncKey::from_bytes(&[7u8; 40]).unwrap();
+        let mut signed = Vec::new();
+        encode_into(7, 9, &[1, 2, 3], Some(&key), &mut signed).unwrap();
+        assert_eq!((signed[4], signed.len()), (SIGNED_VERSION, HEADER_BYTES + 24 + MAC_BYTES));
+        let want = Message { source: 7, domain: 9, ids: vec![1, 2, 3] };
+        assert_eq!(decode(&signed, Some(&key)), Ok(want));
+        assert_eq!(decode(&signed, Some(&other)), Err(MessageError::BadSignature));
+        assert_eq!(decode(&signed, None), Err(MessageError::Signed));
+        assert_eq!(decode(&encoded(&[1]), Some(&key)), Err(MessageError::Unsigned));
+        // Any changed byte, header, id or MAC, fails the check.
+        for at in 0..signed.len() {
+            let mut forged = signed.clone();
+            forged[at] ^= 0x40;
+            assert!(decode(&forged, Some(&key)).is_err(), "byte {at}");
+        }
+        assert_eq!(
+            decode(&signed[..signed.len() - 1], Some(&key)),
+            Err(MessageError::LengthMismatch { count: 3, bytes: signed.len() - 1 })
+        );
+    }
+
+    #[test]
+    fn keys_are_hex_or_base64_of_32_bytes_or_more() {
+        let bytes: Vec<u8> = (0..32).collect();
+        let hex: alloc::string::String = bytes.iter().map(|b| alloc::format!("{b:02x}")).collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);
+        for text in [hex.as_str(), &hex.to_uppercase(), &b64, &url, &alloc::format!("  {b64}\n")] {
+            assert_eq!(SyncKey::parse(text), SyncKey::from_bytes(&bytes), "{text}");
+        }
+        assert_eq!(SyncKey::parse("abcd"), Err(KeyError::TooShort(2)));
+        assert_eq!(SyncKey::parse("not a key!"), Err(KeyError::Unreadable));
+        assert_eq!(
+            alloc::format!("{:?}", SyncKey::from_bytes(&bytes).unwrap()),
+            "SyncKey(32 bytes)"
         );
     }
 

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kvreuse::core::chain::DynamoHasher;
-use kvreuse::core::message::{self, Domain};
+use kvreuse::core::message::{self, Domain, SyncKey};
 use kvreuse::sync::{Auth, ReplicaSyncConfig};
 use kvreuse::{Config, ReplicaSync, Tracker};
 use kvreuse_tests::support::{Captured, NatsServer as Nats};
@@ -189,6 +189,44 @@ async fn a_server_outage_costs_requests_nothing_and_sync_resumes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_replicas_sync_signed_and_refuse_unsigned_or_forged_messages() {
+    let nats = Nats::start(&[]);
+    let key = SyncKey::parse(&"5a".repeat(32)).unwrap();
+    let keyed = || ReplicaSyncConfig::new(nats.url(), domain()).with_key(key.clone());
+    let a = Replica::warm(keyed(), "key-a").await;
+    let b = Replica::warm(keyed(), "key-b").await;
+    let plain = Replica::warm(ReplicaSyncConfig::new(nats.url(), domain()), "key-plain").await;
+
+    let p = prompt(70);
+    a.complete(&p);
+    within(Duration::from_secs(2), "B sees A's signed completion", || b.seen_blocks(&p) == 4).await;
+    within(Duration::from_secs(2), "the unkeyed replica refuses it", || {
+        plain.received("signed") >= 1.0
+    })
+    .await;
+    assert_eq!(plain.seen_blocks(&p), 0);
+
+    let q = prompt(71);
+    plain.complete(&q);
+    within(Duration::from_secs(2), "keyed replicas refuse the unsigned message", || {
+        a.received("unsigned") >= 1.0 && b.received("unsigned") >= 1.0
+    })
+    .await;
+    assert_eq!((a.seen_blocks(&q), b.seen_blocks(&q)), (0, 0));
+
+    // A publisher with another key: its ids never reach a history.
+    let other = SyncKey::from_bytes(&[1; 32]).unwrap();
+    let mut forged = Vec::new();
+    message::encode_into(5, domain().digest(), &[91, 92], Some(&other), &mut forged).unwrap();
+    let peer = async_nats::connect(nats.url()).await.unwrap();
+    peer.publish(a.sync.subject().to_string(), forged.into()).await.unwrap();
+    peer.flush().await.unwrap();
+    within(Duration::from_secs(2), "the forgery is counted", || a.received("bad_signature") >= 1.0)
+        .await;
+    assert!(!a.tracker.history().unwrap().contains(91));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_drops_and_counts_instead_of_waiting() {
     let nats = Nats::start(&[]);
     let slow = ReplicaSyncConfig::new(nats.url(), domain())
@@ -212,7 +250,7 @@ async fn a_token_protected_server_refuses_ids_from_clients_without_it() {
     let r = Replica::warm(with_token(), "token-r").await;
     let ids = [11u64, 12, 13];
     let mut bytes = Vec::new();
-    message::encode_into(0xbad, domain().digest(), &ids, &mut bytes).unwrap();
+    message::encode_into(0xbad, domain().digest(), &ids, None, &mut bytes).unwrap();
 
     let intruder = async_nats::ConnectOptions::new().connect(nats.url()).await;
     assert!(intruder.is_err(), "a client without the token must not connect");
@@ -235,7 +273,7 @@ async fn bad_own_and_foreign_messages_are_ignored_and_counted() {
     let peer = async_nats::connect(nats.url()).await.unwrap();
     let encode = |source: u64, digest: u64, ids: &[u64]| {
         let mut bytes = Vec::new();
-        message::encode_into(source, digest, ids, &mut bytes).unwrap();
+        message::encode_into(source, digest, ids, None, &mut bytes).unwrap();
         bytes
     };
     let foreign = Domain { block_size: 32, ..domain() }.digest();

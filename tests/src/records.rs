@@ -191,29 +191,48 @@ fn reference_line(line: &[u8], hasher: &DynamoHasher) -> Result<Option<Request>,
     }
 }
 
-/// Replica messages: decoding, and encoding fuzzer-chosen messages.
+/// Replica messages, unsigned and signed: decoding with and without a key, and encoding
+/// fuzzer-chosen messages.
 pub fn sync_messages(data: &[u8]) {
-    match message::decode(data) {
-        Ok(m) => {
-            let mut again = Vec::new();
-            message::encode_into(m.source, m.domain, &m.ids, &mut again).expect("decoded ids fit");
-            assert_eq!(again, data, "a decoded message re-encodes to its bytes");
-        }
-        Err(e) => {
-            assert!(!e.to_string().is_empty());
-            if data.len() > message::MAX_MESSAGE_BYTES {
-                assert!(e.is_oversized(), "{} bytes must be oversized, got {e}", data.len());
+    let key = message::SyncKey::from_bytes(&[0x5a; 32]).expect("32 bytes");
+    for key in [None, Some(&key)] {
+        match message::decode(data, key) {
+            Ok(m) => {
+                let mut again = Vec::new();
+                message::encode_into(m.source, m.domain, &m.ids, key, &mut again)
+                    .expect("decoded ids fit");
+                assert_eq!(again, data, "a decoded message re-encodes to its bytes");
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                if data.len() > message::MAX_MESSAGE_BYTES {
+                    assert!(e.is_oversized(), "{} bytes must be oversized, got {e}", data.len());
+                }
             }
         }
     }
     let mut input = Unstructured::new(data);
-    if let (Ok(source), Ok(domain), Ok(ids)) =
-        (u64::arbitrary(&mut input), u64::arbitrary(&mut input), Vec::<u64>::arbitrary(&mut input))
-    {
-        let mut bytes = Vec::new();
-        message::encode_into(source, domain, &ids, &mut bytes).expect("few ids");
-        let m = message::decode(&bytes).expect("an encoded message decodes");
-        assert_eq!((m.source, m.domain, m.ids), (source, domain, ids));
+    if let (Ok(source), Ok(domain), Ok(ids), Ok(flip)) = (
+        u64::arbitrary(&mut input),
+        u64::arbitrary(&mut input),
+        Vec::<u64>::arbitrary(&mut input),
+        usize::arbitrary(&mut input),
+    ) {
+        for signed in [None, Some(&key)] {
+            let mut bytes = Vec::new();
+            message::encode_into(source, domain, &ids, signed, &mut bytes).expect("few ids");
+            let m = message::decode(&bytes, signed).expect("an encoded message decodes");
+            assert_eq!((m.source, m.domain, &m.ids), (source, domain, &ids));
+            // The other kind of receiver refuses it, and a signed message with any bit
+            // flipped fails its check.
+            let other = if signed.is_some() { None } else { Some(&key) };
+            assert!(message::decode(&bytes, other).is_err());
+            if signed.is_some() {
+                let at = flip % bytes.len();
+                bytes[at] ^= 1 << (flip % 8);
+                assert!(message::decode(&bytes, signed).is_err(), "a flipped bit at {at}");
+            }
+        }
     }
 }
 

@@ -552,7 +552,7 @@ type BadMessage = (Vec<u8>, fn(&MessageError) -> bool);
 
 fn messages() -> Vec<BadMessage> {
     let mut good = Vec::new();
-    message::encode_into(1, 2, &[3, 4, 5], &mut good).unwrap();
+    message::encode_into(1, 2, &[3, 4, 5], None, &mut good).unwrap();
     let with = |at: usize, byte: u8| {
         let mut b = good.clone();
         b[at] = byte;
@@ -566,13 +566,22 @@ fn messages() -> Vec<BadMessage> {
         (good[..good.len() - 3].to_vec(), |e| matches!(e, MessageError::LengthMismatch { .. })),
         (with(7, 0x7f), |e| e.is_oversized()),
         (vec![0; message::MAX_MESSAGE_BYTES + 1], |e| e.is_oversized()),
+        (signed(&[3, 4, 5]), |e| matches!(e, MessageError::Signed)),
     ]
+}
+
+/// A message signed with a key the receiver does not have.
+fn signed(ids: &[u64]) -> Vec<u8> {
+    let key = message::SyncKey::from_bytes(&[9; 32]).unwrap();
+    let mut bytes = Vec::new();
+    message::encode_into(1, 2, ids, Some(&key), &mut bytes).unwrap();
+    bytes
 }
 
 #[test]
 fn bad_peer_messages_are_named_errors() {
     for (bytes, expected) in messages() {
-        let err = message::decode(&bytes).unwrap_err();
+        let err = message::decode(&bytes, None).unwrap_err();
         assert!(expected(&err), "{err:?}");
         assert!(!err.to_string().is_empty());
     }

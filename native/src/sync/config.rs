@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kvreuse_core::message::Domain;
+use kvreuse_core::message::{Domain, SyncKey};
 use kvreuse_core::setup::parse_bytes;
 use tracing::warn;
 
@@ -11,6 +11,8 @@ use crate::config::switch;
 
 /// The switch.
 pub const ENV_SYNC: &str = "DYN_ROUTER_CACHE_REUSE_SYNC";
+/// The shared secret messages are signed and checked with: at least 32 bytes, hex or base64.
+pub const ENV_KEY: &str = "KVREUSE_SYNC_KEY";
 /// The NATS server URL(s), comma-separated.
 pub const ENV_URL: &str = "KVREUSE_NATS_URL";
 /// Dynamo's variable for its NATS server, used when [`ENV_URL`] is unset.
@@ -103,6 +105,7 @@ pub struct ReplicaSyncConfig {
     pub(crate) queue: usize,
     pub(crate) linger: Duration,
     pub(crate) name: String,
+    pub(crate) key: Option<SyncKey>,
 }
 
 impl ReplicaSyncConfig {
@@ -120,6 +123,7 @@ impl ReplicaSyncConfig {
             queue: DEFAULT_QUEUE,
             linger: Duration::from_millis(2),
             name: "kvreuse".into(),
+            key: None,
         }
     }
 
@@ -175,6 +179,16 @@ impl ReplicaSyncConfig {
         };
         if let Some(prefix) = present(ENV_SUBJECT_PREFIX) {
             config.subject_prefix = prefix;
+        }
+        if let Some(text) = present(ENV_KEY) {
+            match SyncKey::parse(&text) {
+                Ok(key) => config.key = Some(key),
+                Err(error) => {
+                    // Syncing unsigned instead would quietly drop the protection asked for.
+                    warn!("{ENV_KEY} is not usable ({error}); replica sync stays off");
+                    return None;
+                }
+            }
         }
         if let Some(value) = lookup(ENV_STREAM_BYTES) {
             // A number with an optional unit, as the history's budget; `0` turns catch-up off.
@@ -247,6 +261,13 @@ impl ReplicaSyncConfig {
         self
     }
 
+    /// Signs published messages and accepts only messages signed with `key` (format
+    /// version 2); without a key, messages are unsigned (version 1) and signed ones refused.
+    pub fn with_key(mut self, key: SyncKey) -> Self {
+        self.key = Some(key);
+        self
+    }
+
     /// The name the connection announces to the server (and logs carry).
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -271,6 +292,24 @@ mod tests {
     fn from(vars: &[(&str, &str)]) -> Option<ReplicaSyncConfig> {
         let vars: HashMap<&str, &str> = vars.iter().copied().collect();
         ReplicaSyncConfig::from_lookup(domain(), |n| vars.get(n).map(|v| v.to_string()))
+    }
+
+    #[test]
+    fn a_sync_key_is_read_and_an_unusable_one_keeps_sync_off() {
+        let domain =
+            Domain { model: "m".into(), block_size: 16, eagle: false, scheme: "dynamo".into() };
+        let env = |key: &'static str| {
+            move |name: &str| match name {
+                ENV_SYNC => Some("1".to_string()),
+                ENV_KEY => Some(key.to_string()),
+                _ => None,
+            }
+        };
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let config = ReplicaSyncConfig::from_lookup(domain.clone(), env(hex)).unwrap();
+        assert_eq!(config.key, Some(SyncKey::parse(hex).unwrap()));
+        assert!(ReplicaSyncConfig::from_lookup(domain.clone(), env("too short")).is_none());
+        assert!(ReplicaSyncConfig::from_lookup(domain, env("")).unwrap().key.is_none());
     }
 
     #[test]

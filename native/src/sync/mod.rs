@@ -29,7 +29,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use async_nats::{Client, ConnectOptions, Event};
 use futures_util::StreamExt;
-use kvreuse_core::message::{self, MAX_IDS};
+use kvreuse_core::message::{self, MAX_IDS, MessageError, SyncKey};
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -100,6 +100,8 @@ struct Shared {
     name: String,
     warming: AtomicBool,
     metrics: SyncMetrics,
+    /// Signs what is published, checks what is received.
+    key: Option<SyncKey>,
 }
 
 /// The sync counters.
@@ -121,6 +123,12 @@ enum Received {
     ForeignDomain,
     Oversized,
     Malformed,
+    /// Unsigned, and this replica has a key.
+    Unsigned,
+    /// Signed with another key.
+    BadSignature,
+    /// Signed, and this replica has no key.
+    Signed,
 }
 
 impl Received {
@@ -131,6 +139,9 @@ impl Received {
             Received::ForeignDomain => "foreign_domain",
             Received::Oversized => "oversized",
             Received::Malformed => "malformed",
+            Received::Unsigned => "unsigned",
+            Received::BadSignature => "bad_signature",
+            Received::Signed => "signed",
         }
     }
 }
@@ -163,6 +174,9 @@ impl SyncMetrics {
             Received::ForeignDomain,
             Received::Oversized,
             Received::Malformed,
+            Received::Unsigned,
+            Received::BadSignature,
+            Received::Signed,
         ] {
             messages.with_label_values(&[result.label()]);
         }
@@ -233,6 +247,7 @@ impl ReplicaSync {
             name: sync.name.clone(),
             warming: AtomicBool::new(true),
             metrics,
+            key: sync.key.clone(),
         });
         shared.metrics.warming.set(1);
         let client = connect(&sync, &shared).await?;
@@ -413,7 +428,8 @@ async fn send(client: &Client, shared: &Shared, ids: &[u64], bytes: &mut Vec<u8>
         return;
     }
     bytes.clear();
-    message::encode_into(shared.source, shared.domain, ids, bytes).expect("at most MAX_IDS ids");
+    message::encode_into(shared.source, shared.domain, ids, shared.key.as_ref(), bytes)
+        .expect("at most MAX_IDS ids");
     match client.publish(shared.subject.clone(), bytes.clone().into()).await {
         Ok(()) => {
             metrics.published_messages.inc();
@@ -425,8 +441,11 @@ async fn send(client: &Client, shared: &Shared, ids: &[u64], bytes: &mut Vec<u8>
 
 /// Classifies received bytes and applies them to the history when they are a peer's.
 fn apply(shared: &Shared, history: &SharedHistory, bytes: &[u8]) -> Received {
-    let received = match message::decode(bytes) {
+    let received = match message::decode(bytes, shared.key.as_ref()) {
         Err(e) if e.is_oversized() => Received::Oversized,
+        Err(MessageError::Unsigned) => Received::Unsigned,
+        Err(MessageError::BadSignature) => Received::BadSignature,
+        Err(MessageError::Signed) => Received::Signed,
         Err(_) => Received::Malformed,
         Ok(m) if m.domain != shared.domain => Received::ForeignDomain,
         Ok(m) if m.source == shared.source => Received::Own,
