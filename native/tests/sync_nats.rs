@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::message::{self, Domain, SyncKey};
-use kvreuse::sync::{Auth, ReplicaSyncConfig};
+use kvreuse::sync::{Auth, ReplicaSyncConfig, Tls};
 use kvreuse::{Config, ReplicaSync, Tracker};
 use kvreuse_tests::support::{Captured, NatsServer as Nats};
 use prometheus::Registry;
@@ -57,7 +57,12 @@ impl Replica {
 
     async fn warm(sync: ReplicaSyncConfig, name: &str) -> Replica {
         let replica = Replica::start(sync, name).await;
-        tokio::time::timeout(Duration::from_secs(20), replica.sync.warmed()).await.unwrap();
+        if tokio::time::timeout(Duration::from_secs(20), replica.sync.warmed()).await.is_err() {
+            let text = logs().text();
+            let lines: Vec<&str> =
+                text.lines().filter(|l| l.contains(&format!("replica={name}"))).collect();
+            panic!("{name} did not catch up within 20 s; its log:\n{}", lines.join("\n"));
+        }
         replica
     }
 
@@ -264,6 +269,16 @@ async fn a_token_protected_server_refuses_ids_from_clients_without_it() {
     let history = r.tracker.history().unwrap();
     within(Duration::from_secs(2), "the token holder's ids arrive", || history.contains(13)).await;
     assert_eq!(history.seen_prefix_len(&ids), 3);
+
+    two_replicas_sync(with_token, "token", 85).await;
+    let guess = ReplicaSyncConfig::new(nats.url(), domain()).with_auth(Auth::Token("guess".into()));
+    never_connects(
+        guess,
+        "token-wrong",
+        "refused this replica's credentials",
+        &["guess", "s3cret"],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,4 +371,426 @@ async fn unusable_settings_are_named_errors() {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+// ---------------------------------------------------------------- TLS and credentials
+
+/// Two replicas with the same settings, warm and syncing: a completion on one reaches the
+/// other.
+async fn two_replicas_sync(config: impl Fn() -> ReplicaSyncConfig, name: &str, seed: u32) {
+    let a = Replica::warm(config(), &format!("{name}-a")).await;
+    let b = Replica::warm(config(), &format!("{name}-b")).await;
+    assert!(a.sync.is_connected() && b.sync.is_connected());
+    let p = prompt(seed);
+    a.complete(&p);
+    within(Duration::from_secs(3), &format!("{name}: B sees A's completion"), || {
+        b.seen_blocks(&p) == 4
+    })
+    .await;
+}
+
+/// A replica whose settings the server refuses: it never connects, logs exactly one warning
+/// naming `cause` (and none of `secrets`), serves requests as fast as ever, and counts the ids
+/// it could not share.
+async fn never_connects(config: ReplicaSyncConfig, name: &str, cause: &str, secrets: &[&str]) {
+    let r = Replica::start(config, name).await;
+    let warned = || log_lines_containing(name, "cannot connect to NATS") >= 1;
+    within(Duration::from_secs(10), &format!("{name}: a warning"), warned).await;
+    let start = Instant::now();
+    for seed in 0..100 {
+        r.complete(&prompt(500 + seed));
+    }
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(200), "{name}: 100 requests took {took:?}");
+    within(Duration::from_secs(5), &format!("{name}: dropped ids are counted"), || {
+        r.metric("router_kv_history_sync_dropped_ids_total", Some("disconnected")) >= 400.0
+    })
+    .await;
+    // Long enough for several reconnection attempts (100, 200, 400, 800 ms).
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert!(!r.sync.is_connected(), "{name} connected");
+    assert_eq!(r.metric("router_kv_history_sync_connected", None), 0.0);
+    let lines: Vec<String> = logs()
+        .text()
+        .lines()
+        .filter(|l| l.contains(&format!("replica={name}")))
+        .map(str::to_string)
+        .collect();
+    let warnings: Vec<&String> =
+        lines.iter().filter(|l| l.contains("cannot connect to NATS")).collect();
+    assert_eq!(warnings.len(), 1, "{name}: one warning, not {warnings:#?}");
+    assert!(warnings[0].contains(cause), "{name}: {} should name {cause:?}", warnings[0]);
+    for secret in secrets {
+        assert!(lines.iter().all(|l| !l.contains(secret)), "{name} logged a secret: {lines:#?}");
+    }
+}
+
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A test CA, a server certificate for 127.0.0.1 and a client certificate, made with
+/// Debian's `openssl` in `dir`.
+struct Certificates {
+    ca: PathBuf,
+    server: (PathBuf, PathBuf),
+    client: (PathBuf, PathBuf),
+}
+
+impl Certificates {
+    fn make(dir: &std::path::Path) -> Certificates {
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl (Debian's openssl package) runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let days = ["-days", "2"];
+        openssl(
+            &[&["req", "-x509", "-subj", "/CN=kvreuse test CA"][..], &ec, &days]
+                .concat()
+                .into_iter()
+                .chain(["-keyout", "ca.key", "-out", "ca.pem"])
+                .collect::<Vec<_>>(),
+        );
+        std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        for name in ["server", "client"] {
+            let (key, csr, pem, ext, subject) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.pem"),
+                format!("{name}.ext"),
+                format!("/CN=kvreuse test {name}"),
+            );
+            let request = [&["req", "-subj", &subject][..], &ec, &["-keyout", &key, "-out", &csr]];
+            openssl(&request.concat());
+            let sign = ["x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key"];
+            let out = ["-CAcreateserial", "-out", &pem, "-extfile", &ext];
+            openssl(&[&sign[..], &out, &days].concat());
+        }
+        let pair = |name: &str| (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+        Certificates { ca: dir.join("ca.pem"), server: pair("server"), client: pair("client") }
+    }
+
+    /// `nats-server` arguments for TLS with this server certificate.
+    fn server_args(&self) -> Vec<&str> {
+        vec!["--tls", "--tlscert", path(&self.server.0), "--tlskey", path(&self.server.1)]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_private_ca_syncs_and_required_tls_refuses_a_plain_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certificates::make(dir.path());
+    let nats = Nats::start(&certs.server_args());
+    let trusted = Tls { required: true, ca: Some(certs.ca.clone()), client: None };
+    two_replicas_sync(
+        || ReplicaSyncConfig::new(nats.url(), domain()).with_tls(trusted.clone()),
+        "tls",
+        80,
+    )
+    .await;
+
+    // Without the CA the server's certificate is not trusted.
+    let untrusted = Tls { required: true, ..Tls::default() };
+    never_connects(
+        ReplicaSyncConfig::new(nats.url(), domain()).with_tls(untrusted),
+        "tls-untrusted",
+        "signed by the CA this replica trusts",
+        &[],
+    )
+    .await;
+
+    let plain = Nats::start(&[]);
+    never_connects(
+        ReplicaSyncConfig::new(plain.url(), domain()).with_tls(trusted),
+        "tls-plain",
+        "requires TLS (KVREUSE_NATS_TLS) and the server does not offer it",
+        &[],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_syncs_and_a_replica_without_a_client_certificate_never_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certificates::make(dir.path());
+    let mut args = certs.server_args();
+    args.extend(["--tlsverify", "--tlscacert", path(&certs.ca)]);
+    let nats = Nats::start(&args);
+    let client = Some(certs.client.clone());
+    let mutual = Tls { required: true, ca: Some(certs.ca.clone()), client };
+    two_replicas_sync(
+        || ReplicaSyncConfig::new(nats.url(), domain()).with_tls(mutual.clone()),
+        "mtls",
+        81,
+    )
+    .await;
+    let anonymous = Tls { client: None, ..mutual };
+    never_connects(
+        ReplicaSyncConfig::new(nats.url(), domain()).with_tls(anonymous),
+        "mtls-anonymous",
+        "verifies client certificates and this replica has none",
+        &[],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_and_password_sync_and_a_wrong_password_never_connects() {
+    let nats = Nats::start(&["--user", "replica", "--pass", "correct-horse"]);
+    let login = |password: &str| {
+        let auth = Auth::UserPassword("replica".into(), password.into());
+        ReplicaSyncConfig::new(nats.url(), domain()).with_auth(auth)
+    };
+    two_replicas_sync(|| login("correct-horse"), "password", 82).await;
+    never_connects(
+        login("battery-staple"),
+        "password-wrong",
+        "refused this replica's credentials",
+        &["battery-staple", "correct-horse"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nkey_syncs_and_an_unknown_nkey_never_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = nkeys::KeyPair::new_user();
+    let config = dir.path().join("nkey.conf");
+    std::fs::write(
+        &config,
+        format!("authorization {{ users = [ {{ nkey: {} }} ] }}\n", user.public_key()),
+    )
+    .unwrap();
+    let nats = Nats::start(&["-c", path(&config)]);
+    let seed = user.seed().unwrap();
+    let with_seed = |seed: &str| {
+        ReplicaSyncConfig::new(nats.url(), domain()).with_auth(Auth::NkeySeed(seed.into()))
+    };
+    two_replicas_sync(|| with_seed(&seed), "nkey", 83).await;
+    let stranger = nkeys::KeyPair::new_user().seed().unwrap();
+    never_connects(
+        with_seed(&stranger),
+        "nkey-unknown",
+        "refused this replica's credentials",
+        &[&seed, &stranger],
+    )
+    .await;
+}
+
+/// NATS's decentralized JWT authentication, minted here: an operator signs an account (with
+/// JetStream enabled), the account signs users, and a user's credentials file holds its JWT and
+/// nkey seed.
+mod jwt {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use nkeys::KeyPair;
+    use serde_json::json;
+
+    /// A JWT for `subject`, signed by `issuer`, with `nats` as its NATS claims.
+    pub(super) fn mint(
+        issuer: &KeyPair,
+        subject: &str,
+        name: &str,
+        nats: serde_json::Value,
+    ) -> String {
+        let header =
+            URL_SAFE_NO_PAD.encode(json!({"typ": "JWT", "alg": "ed25519-nkey"}).to_string());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let claims = json!({
+            "jti": format!("KVREUSE{}{}", now.as_nanos(), subject),
+            "iat": now.as_secs(),
+            "iss": issuer.public_key(),
+            "name": name,
+            "sub": subject,
+            "nats": nats,
+        });
+        let claims = URL_SAFE_NO_PAD.encode(claims.to_string());
+        let signed = format!("{header}.{claims}");
+        let signature = URL_SAFE_NO_PAD.encode(issuer.sign(signed.as_bytes()).unwrap());
+        format!("{signed}.{signature}")
+    }
+
+    pub(super) fn operator(operator: &KeyPair) -> String {
+        mint(
+            operator,
+            &operator.public_key(),
+            "test-operator",
+            json!({"type": "operator", "version": 2}),
+        )
+    }
+
+    /// An account's JWT, with JetStream unless it is the system account.
+    pub(super) fn account(operator: &KeyPair, account: &KeyPair, jetstream: bool) -> String {
+        let mut unlimited = json!({
+            "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+            "wildcards": true, "conn": -1, "leaf": -1,
+        });
+        if jetstream {
+            for limit in ["mem_storage", "disk_storage", "streams", "consumer"] {
+                unlimited[limit] = json!(-1);
+            }
+        }
+        let nats = json!({"type": "account", "version": 2, "limits": unlimited});
+        mint(operator, &account.public_key(), "kvreuse", nats)
+    }
+
+    /// A credentials file's text for `user`, signed by `account`.
+    pub(super) fn credentials(account: &KeyPair, user: &KeyPair) -> String {
+        // A user's limits sit among its claims, not under "limits" as an account's do.
+        let nats = json!({"type": "user", "version": 2, "subs": -1, "data": -1, "payload": -1});
+        let jwt = mint(account, &user.public_key(), "replica", nats);
+        let seed = user.seed().unwrap();
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credentials_file_syncs_in_operator_mode_and_a_foreign_one_never_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let (operator, account) = (nkeys::KeyPair::new_operator(), nkeys::KeyPair::new_account());
+    // JetStream in operator mode needs a system account.
+    let system = nkeys::KeyPair::new_account();
+    let operator_jwt = dir.path().join("operator.jwt");
+    std::fs::write(&operator_jwt, jwt::operator(&operator)).unwrap();
+    let config = dir.path().join("operator.conf");
+    let preload = [(&account, true), (&system, false)]
+        .map(|(a, jetstream)| {
+            format!("{}: {}", a.public_key(), jwt::account(&operator, a, jetstream))
+        })
+        .join("\n  ");
+    std::fs::write(
+        &config,
+        format!(
+            "operator: {}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n  {preload}\n}}\n",
+            path(&operator_jwt),
+            system.public_key(),
+        ),
+    )
+    .unwrap();
+    let nats = Nats::start(&["-c", path(&config)]);
+    let creds = dir.path().join("replica.creds");
+    std::fs::write(&creds, jwt::credentials(&account, &nkeys::KeyPair::new_user())).unwrap();
+    let with_creds = |file: &PathBuf| {
+        ReplicaSyncConfig::new(nats.url(), domain()).with_auth(Auth::CredentialsFile(file.clone()))
+    };
+    two_replicas_sync(|| with_creds(&creds), "creds", 84).await;
+
+    // A user of an account this operator never signed.
+    let stranger = nkeys::KeyPair::new_user();
+    let foreign = dir.path().join("foreign.creds");
+    std::fs::write(&foreign, jwt::credentials(&nkeys::KeyPair::new_account(), &stranger)).unwrap();
+    never_connects(
+        with_creds(&foreign),
+        "creds-foreign",
+        "refused this replica's credentials",
+        &[&stranger.seed().unwrap()],
+    )
+    .await;
+}
+
+/// The README's least-privilege block: replicas may publish only ids and what catch-up asks
+/// JetStream, and subscribe only to ids and replies; a user without publish permission on the
+/// ids' subject cannot put ids into any history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_replicas_sync_and_a_listener_cannot_inject_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("permissions.conf");
+    std::fs::write(&config, PERMISSIONS).unwrap();
+    let nats = Nats::start(&["-c", path(&config)]);
+    let login = |user: &str, password: &str| {
+        let auth = Auth::UserPassword(user.into(), password.into());
+        ReplicaSyncConfig::new(nats.url(), domain()).with_auth(auth)
+    };
+    let a = Replica::warm(login("replica", "replica-secret"), "least-a").await;
+    let b = Replica::warm(login("replica", "replica-secret"), "least-b").await;
+    let listener = Replica::warm(login("listener", "listener-secret"), "least-listener").await;
+    let p = prompt(90);
+    a.complete(&p);
+    within(Duration::from_secs(3), "B and the listener see A's completion", || {
+        b.seen_blocks(&p) == 4 && listener.seen_blocks(&p) == 4
+    })
+    .await;
+    // Catch-up works with these permissions: a late replica reads the stream.
+    let late = Replica::warm(login("replica", "replica-secret"), "least-late").await;
+    assert_eq!(late.seen_blocks(&p), 4, "the late replica caught up");
+
+    // Its first message is published and refused; from the server's refusal on, what it
+    // would publish is counted as not permitted.
+    let injected: Vec<Vec<u32>> = (1000..1100).map(prompt).collect();
+    let mut next = injected.iter();
+    let refused = || {
+        listener.metric("router_kv_history_sync_dropped_ids_total", Some("not_permitted")) >= 4.0
+    };
+    while !refused() {
+        let q = next.next().expect("the listener's refused ids are counted");
+        listener.complete(q);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A message A publishes after the listener's: once it arrives, the listener's would have.
+    let marker = prompt(102);
+    a.complete(&marker);
+    within(Duration::from_secs(3), "B sees A's later completion", || b.seen_blocks(&marker) == 4)
+        .await;
+    for q in &injected {
+        assert_eq!((a.seen_blocks(q), b.seen_blocks(q)), (0, 0), "an injected id arrived");
+    }
+    assert_eq!(
+        a.received("applied") + a.received("own"),
+        b.received("applied") + b.received("own")
+    );
+    for q in next.take(3) {
+        listener.complete(q);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        log_lines_containing("least-listener", "does not permit this replica's user to publish"),
+        1,
+        "one warning however many refusals"
+    );
+    let text = logs().text();
+    assert!(!text.contains("listener-secret") && !text.contains("replica-secret"));
+
+    // Even a raw client of that user cannot publish ids.
+    let raw = async_nats::ConnectOptions::with_user_and_password(
+        "listener".into(),
+        "listener-secret".into(),
+    )
+    .connect(nats.url())
+    .await
+    .unwrap();
+    let mut bytes = Vec::new();
+    message::encode_into(5, domain().digest(), &[777], None, &mut bytes).unwrap();
+    raw.publish(a.sync.subject().to_string(), bytes.into()).await.unwrap();
+    raw.flush().await.unwrap();
+    let later = prompt(103);
+    a.complete(&later);
+    within(Duration::from_secs(3), "B sees A's last completion", || b.seen_blocks(&later) == 4)
+        .await;
+    assert!(!b.tracker.history().unwrap().contains(777));
+}
+
+/// The least-privilege configuration the README shows.
+const PERMISSIONS: &str = include_str!("../../deploy/nats/kvreuse-permissions.conf");
+
+#[test]
+fn the_readme_shows_the_tested_permissions() {
+    let block = &PERMISSIONS[PERMISSIONS.find("authorization {").unwrap()..];
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(&format!("```conf\n{block}```")),
+        "README differs from the tested file"
+    );
 }

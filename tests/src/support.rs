@@ -136,16 +136,32 @@ impl NatsServer {
 
     /// Starts (or restarts) the server on its port with its store.
     pub fn run(&mut self) {
-        let child = Command::new(program("nats-server", "nats-server"))
+        let mut child = Command::new(program("nats-server", "nats-server"))
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
             .arg(self.store.path())
             .args(&self.extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if Instant::now() > deadline || child.try_wait().is_ok_and(|s| s.is_some()) {
+                let _ = child.kill();
+                let output = child.wait_with_output().unwrap();
+                let log = String::from_utf8_lossy(&output.stderr);
+                panic!(
+                    "nats-server {:?} did not come up on port {}:\n{log}",
+                    self.extra, self.port
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Its log is drained once it runs: a full pipe would block the server on a write.
+        if let Some(mut log) = child.stderr.take() {
+            std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+        }
         self.child = Some(child);
-        wait_for_port(self.port, 10, "nats-server");
     }
 
     /// Stops the server (it can be started again with [`run`](Self::run)).

@@ -17,17 +17,23 @@
 //! - **Outages.** The client reconnects with a backoff from 100 ms to 5 s, logging one warning
 //!   when the connection is lost and one line when it is back; requests never wait on NATS.
 //!
-//! Authentication (token, user and password, nkey seed, credentials file) and TLS go straight
-//! to the NATS client. See [`ReplicaSyncConfig`] for the settings and their environment variables.
+//! - **Security.** Authentication (token, user and password, nkey seed, credentials file) and
+//!   TLS (a private CA, client certificates) go to the NATS client. A replica the server
+//!   refuses keeps retrying and logs one warning per outage naming the cause, worked out from
+//!   the client's error and the server's `INFO` line, never a secret. A permission the server
+//!   denies is logged once per subject, and ids it would not accept are counted as dropped.
+//!   With a [`SyncKey`] messages are signed and checked.
+//!
+//! See [`ReplicaSyncConfig`] for the settings and their environment variables.
 
 mod config;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream;
-use async_nats::{Client, ConnectOptions, Event};
+use async_nats::{Client, ConnectOptions, Event, ServerError};
 use futures_util::StreamExt;
 use kvreuse_core::message::{self, MAX_IDS, MessageError, SyncKey};
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
@@ -102,6 +108,9 @@ struct Shared {
     metrics: SyncMetrics,
     /// Signs what is published, checks what is received.
     key: Option<SyncKey>,
+    /// The server refused this replica's publishing on the subject (a permission this user
+    /// lacks); cleared when the connection is made again.
+    publish_refused: AtomicBool,
 }
 
 /// The sync counters.
@@ -182,10 +191,11 @@ impl SyncMetrics {
         }
         let dropped_ids = counter_vec(
             "router_kv_history_sync_dropped_ids_total",
-            "Learned block ids not published: the queue was full or the connection down.",
+            "Learned block ids not shared: the queue was full, the connection down, or the \
+             server does not permit this replica to publish.",
             "reason",
         )?;
-        for reason in ["queue_full", "disconnected"] {
+        for reason in ["queue_full", "disconnected", "not_permitted"] {
             dropped_ids.with_label_values(&[reason]);
         }
         Ok(SyncMetrics {
@@ -248,6 +258,7 @@ impl ReplicaSync {
             warming: AtomicBool::new(true),
             metrics,
             key: sync.key.clone(),
+            publish_refused: AtomicBool::new(false),
         });
         shared.metrics.warming.set(1);
         let client = connect(&sync, &shared).await?;
@@ -340,8 +351,9 @@ async fn connect(sync: &ReplicaSyncConfig, shared: &Arc<Shared>) -> Result<Clien
     if let Some((cert, key)) = &sync.tls.client {
         options = options.add_client_certificate(cert.clone(), key.clone());
     }
-    let events = Arc::clone(shared);
-    let down = Arc::new(AtomicBool::new(false));
+    let shared = Arc::clone(shared);
+    let watch = Arc::new(Watch::default());
+    let (urls, tls) = (Arc::new(sync.urls.clone()), Arc::new(sync.tls.clone()));
     options = options
         .name(&sync.name)
         .retry_on_initial_connect()
@@ -349,36 +361,147 @@ async fn connect(sync: &ReplicaSyncConfig, shared: &Arc<Shared>) -> Result<Clien
         .connection_timeout(Duration::from_secs(2))
         .reconnect_delay_callback(reconnect_delay)
         .event_callback(move |event| {
-            let (shared, down) = (Arc::clone(&events), Arc::clone(&down));
-            async move {
-                match event {
-                    Event::Connected => {
-                        shared.metrics.connected.set(1);
-                        // Ordering: AcqRel; the flag is the only data the events share,
-                        // and the swap makes "back" follow exactly one "lost".
-                        if down.swap(false, Ordering::AcqRel) {
-                            info!(replica = %shared.name, "replica sync: connection to NATS is back");
-                        }
-                    }
-                    Event::Disconnected => {
-                        shared.metrics.connected.set(0);
-                        // Ordering: AcqRel, as above: one warning per outage.
-                        if !down.swap(true, Ordering::AcqRel) {
-                            warn!(
-                                replica = %shared.name,
-                                "replica sync: lost the connection to NATS; requests go on, \
-                                 learned ids are not shared until it is back"
-                            );
-                        }
-                    }
-                    other => info!(replica = %shared.name, "replica sync: {other}"),
-                }
-            }
+            let (shared, watch) = (Arc::clone(&shared), Arc::clone(&watch));
+            let (urls, tls) = (Arc::clone(&urls), Arc::clone(&tls));
+            async move { watch.on(event, &shared, &urls, &tls).await }
         });
     options
         .connect(sync.urls.as_str())
         .await
         .map_err(|error| ReplicaSyncError::Connect { urls: sync.urls.clone(), error }.into())
+}
+
+/// What the connection's event callback remembers so that each problem is logged once: one
+/// warning per outage, one naming why connecting fails, one per permission the server refuses.
+#[derive(Default)]
+struct Watch {
+    down: AtomicBool,
+    explained: AtomicBool,
+    refusals: Mutex<Vec<String>>,
+}
+
+impl Watch {
+    async fn on(&self, event: Event, shared: &Shared, urls: &str, tls: &Tls) {
+        // Ordering: every flag here is touched by this callback only, which the client calls
+        // for one event at a time; AcqRel keeps the swaps simple to reason about anyway.
+        match event {
+            Event::Connected => {
+                self.explained.store(false, Ordering::Release);
+                shared.publish_refused.store(false, Ordering::Relaxed);
+                shared.metrics.connected.set(1);
+                if self.down.swap(false, Ordering::AcqRel) {
+                    info!(replica = %shared.name, "replica sync: connection to NATS is back");
+                }
+            }
+            Event::Disconnected => {
+                shared.metrics.connected.set(0);
+                if !self.down.swap(true, Ordering::AcqRel) {
+                    warn!(
+                        replica = %shared.name,
+                        "replica sync: lost the connection to NATS; requests go on, learned ids \
+                         are not shared until it is back"
+                    );
+                }
+            }
+            Event::ClientError(error) => {
+                if !self.explained.swap(true, Ordering::AcqRel) {
+                    let cause = diagnose(urls, tls, &error.to_string()).await;
+                    warn!(
+                        replica = %shared.name,
+                        "replica sync: cannot connect to NATS: {cause}; requests go on, learned \
+                         ids are not shared, retrying"
+                    );
+                }
+            }
+            Event::ServerError(ServerError::Other(text))
+                if text.contains("Permissions Violation") =>
+            {
+                // "Permissions Violation for Publish to \"subject\"" (or Subscription to).
+                let what = text.split_once(" for ").map_or(text.as_str(), |(_, what)| what);
+                if what.starts_with("Publish to") && what.contains(shared.subject.as_str()) {
+                    shared.publish_refused.store(true, Ordering::Relaxed);
+                }
+                let first = {
+                    let mut seen = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+                    let first = !seen.iter().any(|s| s == what);
+                    if first {
+                        seen.push(what.to_string());
+                    }
+                    first
+                };
+                if first {
+                    warn!(
+                        replica = %shared.name,
+                        "replica sync: the NATS server does not permit this replica's user to {}: \
+                         {} (see the README's permissions for replicas)",
+                        what.to_lowercase(),
+                        if what.starts_with("Publish to") {
+                            "its learned ids are not shared"
+                        } else {
+                            "it cannot learn from the other replicas"
+                        }
+                    );
+                }
+            }
+            other => info!(replica = %shared.name, "replica sync: {other}"),
+        }
+    }
+}
+
+/// Why a connection fails, in words an operator can act on: the client's error, and for an
+/// I/O error what the server announces (its `INFO` line: TLS required, client certificates
+/// verified, authentication required) set against this replica's settings. Never names a
+/// secret.
+async fn diagnose(urls: &str, tls: &Tls, error: &str) -> String {
+    if error.contains("authorization violation") {
+        return "the server refused this replica's credentials (authorization violation: check \
+                KVREUSE_NATS_TOKEN, KVREUSE_NATS_USER and KVREUSE_NATS_PASSWORD, \
+                KVREUSE_NATS_NKEY_SEED or KVREUSE_NATS_CREDS)"
+            .into();
+    }
+    let Some(info) = server_info(urls).await else {
+        return format!("the server at {urls} cannot be reached ({error})");
+    };
+    let flag = |key: &str| info.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
+    if tls.required && !flag("tls_required") && !flag("tls_available") {
+        return "this replica requires TLS (KVREUSE_NATS_TLS) and the server does not offer it"
+            .into();
+    }
+    if flag("tls_verify") && tls.client.is_none() {
+        return "the server verifies client certificates and this replica has none \
+                (KVREUSE_NATS_TLS_CERT and KVREUSE_NATS_TLS_KEY)"
+            .into();
+    }
+    if flag("tls_required") {
+        return format!(
+            "the TLS handshake failed ({error}): is the server's certificate signed by the CA \
+             this replica trusts (KVREUSE_NATS_TLS_CA), and valid for the host in its URL?"
+        );
+    }
+    error.to_string()
+}
+
+/// The JSON of the `INFO` line a NATS server sends first, from the first of `urls`.
+async fn server_info(urls: &str) -> Option<serde_json::Value> {
+    use tokio::io::AsyncReadExt;
+    let url = urls.split(',').next()?.trim();
+    let address = url.split("://").last()?.split('/').next()?;
+    let address = address.rsplit('@').next()?;
+    let connect = tokio::net::TcpStream::connect(address);
+    let mut stream = tokio::time::timeout(Duration::from_secs(1), connect).await.ok()?.ok()?;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !line.contains(&b'\n') && line.len() < 16 << 10 {
+        let read = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf));
+        let n = read.await.ok()?.ok()?;
+        if n == 0 {
+            break;
+        }
+        line.extend_from_slice(&buf[..n]);
+    }
+    let text = std::str::from_utf8(&line).ok()?;
+    let json = text.strip_prefix("INFO ")?.lines().next()?;
+    serde_json::from_str(json).ok()
 }
 
 /// 100 ms doubling to 5 s.
@@ -430,7 +553,15 @@ async fn send(client: &Client, shared: &Shared, ids: &[u64], bytes: &mut Vec<u8>
     bytes.clear();
     message::encode_into(shared.source, shared.domain, ids, shared.key.as_ref(), bytes)
         .expect("at most MAX_IDS ids");
-    match client.publish(shared.subject.clone(), bytes.clone().into()).await {
+    let published = client.publish(shared.subject.clone(), bytes.clone().into()).await;
+    // Ordering: Relaxed; a flag the event callback sets, read for counting only.
+    if shared.publish_refused.load(Ordering::Relaxed) {
+        // Still published, so a permission granted later takes effect at once; counted as
+        // dropped because the server discards it.
+        metrics.dropped_ids.with_label_values(&["not_permitted"]).inc_by(ids.len() as u64);
+        return;
+    }
+    match published {
         Ok(()) => {
             metrics.published_messages.inc();
             metrics.published_ids.inc_by(ids.len() as u64);
