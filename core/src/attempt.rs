@@ -322,6 +322,11 @@ mod tests {
             Tally { input_tokens: 7, incomplete: 1, results: [0, 0, 0, 0, 1], ..Tally::default() }
         );
         assert_eq!(tally.observations(), 1);
+        let b = Attempt::begin(&mut tally, 9, vec![4], 3, 2, None);
+        assert_eq!(b.prompt_tokens(), 9);
+        b.complete(&mut tally);
+        Attempt::begin(&mut tally, 2, vec![], 0, 2, None).complete(&mut tally);
+        assert_eq!((tally.complete, tally.incomplete, tally.observations()), (2, 1, 3));
     }
 
     #[test]

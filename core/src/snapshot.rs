@@ -212,6 +212,7 @@ pub fn decode_header(start: &[u8], file_bytes: u64) -> Result<Header, SnapshotEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     #[test]
     fn round_trips_with_the_documented_layout() {
@@ -267,5 +268,21 @@ mod tests {
         let mut huge = with(31, 0xff);
         huge[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(decode(&huge), Err(SnapshotError::LengthMismatch { .. })));
+        // A file holding a whole, valid header but not its checksum is truncated, whatever
+        // the header says.
+        let empty = encode(5, &[]);
+        for len in HEADER_BYTES..empty.len() {
+            let bytes = len as u64;
+            assert_eq!(decode_header(&empty, bytes), Err(SnapshotError::Truncated { bytes }));
+        }
+        assert!(decode_header(&empty, empty.len() as u64).is_ok());
+    }
+
+    #[test]
+    fn a_checksum_shows_its_digest() {
+        let mut checksum = Checksum::default();
+        checksum.update(b"kvreuse");
+        let digest = xxhash_rust::xxh3::xxh3_64(b"kvreuse");
+        assert_eq!(format!("{checksum:?}"), format!("Checksum({digest})"));
     }
 }

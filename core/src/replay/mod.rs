@@ -223,8 +223,9 @@ pub struct Replay {
     clock: Option<u64>,
     histories: Histories,
     rows: Vec<Row>,
-    /// The dense number of each id seen so far.
+    /// The dense number of each id seen so far, at most `id_limit` of them.
     dense: DenseIds,
+    id_limit: usize,
     /// The current request's prompt and output ids, as dense numbers.
     prompt: Vec<u32>,
     output: Vec<u32>,
@@ -287,6 +288,7 @@ impl Replay {
             histories,
             rows,
             dense: DenseIds::default(),
+            id_limit: MAX_DISTINCT_IDS,
             prompt: Vec::new(),
             output: Vec::new(),
             leading: vec![0; n],
@@ -322,6 +324,13 @@ impl Replay {
         Ok(())
     }
 
+    /// The same engine numbering at most `limit` distinct ids (tests reach the bound with it).
+    #[cfg(test)]
+    pub(crate) fn with_id_limit(mut self, limit: usize) -> Replay {
+        self.id_limit = limit;
+        self
+    }
+
     /// Looks `request`'s prompt up in every history as it stands, without counting or
     /// learning anything: the tokens of its leading present blocks, per history in
     /// configuration order. With [`learn`](Self::learn) later, this splits [`push`](Self::push)
@@ -354,7 +363,7 @@ impl Replay {
     /// Numbers `request`'s ids into `prompt` and `output`, making room for new ones.
     fn number(&mut self, request: &Request) -> Result<(), ReplayError> {
         let ids = request.prompt_ids.len() + request.output_ids.len();
-        if self.dense.len().saturating_add(ids) > MAX_DISTINCT_IDS {
+        if self.dense.len().saturating_add(ids) > self.id_limit {
             return Err(ReplayError::TooManyIds);
         }
         let out_of_memory = |bytes, ids, histories: &Histories| ReplayError::OutOfMemory {
