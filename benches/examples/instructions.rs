@@ -1,0 +1,130 @@
+//! One history path, run a given number of times, for `scripts/bench-instructions`, which
+//! counts the instructions it executes under valgrind's cachegrind. Instruction counts do not
+//! depend on the machine's caches or load, so they compare the two contenders' work per
+//! operation the same way on every VM.
+//!
+//! `instructions <kvreuse|reference> <path> <operations> [capacity]` fills a history of
+//! `capacity` ids (default 131,072) with distinct ids, so that every new id evicts one, then
+//! performs `operations` operations on one path:
+//!
+//! - `insert-new`: a completion of 34 ids never seen (34 new ids, 34 evictions);
+//! - `insert-duplicate`: a completion of 34 ids all present;
+//! - `lookup-present`: a lookup of 34 present ids;
+//! - `lookup-miss-first`: a lookup of 34 ids whose first is missing.
+//!
+//! The script runs each twice, with n and 2n operations: the difference is the cost of n
+//! operations, without the set-up. Ids are the same on both contenders.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+
+use kvreuse::SharedHistory;
+use kvreuse_benches::SplitMix64;
+use kvreuse_benches::reference_history::ReferenceHistory;
+
+const BLOCKS: usize = 34;
+
+trait Contender {
+    fn insert_all(&self, ids: &[u64]) -> usize;
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize;
+}
+
+impl Contender for SharedHistory {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        SharedHistory::insert_all(self, ids).new
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        SharedHistory::seen_prefix_len(self, ids)
+    }
+}
+
+impl Contender for ReferenceHistory {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        ReferenceHistory::insert_all(self, ids)
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        ReferenceHistory::seen_prefix_len(self, ids)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: instructions <kvreuse|reference> \
+                 <insert-new|insert-duplicate|lookup-present|lookup-miss-first> <operations> \
+                 [capacity]";
+    let (Some(contender), Some(path), Some(operations)) = (args.first(), args.get(1), args.get(2))
+    else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    let Ok(operations) = operations.parse::<usize>() else {
+        eprintln!("operations: not a count: {operations}\n{usage}");
+        return ExitCode::from(2);
+    };
+    let capacity = match args.get(3).map(|c| c.parse::<usize>()) {
+        None => 131_072,
+        Some(Ok(c)) if c >= BLOCKS => c,
+        Some(_) => {
+            eprintln!("capacity: a count of at least {BLOCKS}\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let history: Box<dyn Contender> = match contender.as_str() {
+        "kvreuse" => match SharedHistory::with_capacity(capacity) {
+            Ok(history) => Box::new(history),
+            Err(error) => {
+                eprintln!("capacity {capacity}: {error}");
+                return ExitCode::from(2);
+            }
+        },
+        "reference" => Box::new(ReferenceHistory::with_capacity(capacity)),
+        other => {
+            eprintln!("unknown contender {other}\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    // Full, so that every new id evicts the oldest. The fill's ids come from one stream, the
+    // measured operations' new ids from another.
+    let mut filled = SplitMix64::new(1);
+    let present: Vec<u64> = (0..capacity).map(|_| filled.next_u64()).collect();
+    for chunk in present.chunks(BLOCKS) {
+        history.insert_all(chunk);
+    }
+    let mut fresh = SplitMix64::new(2);
+    let mut new_ids = |n: usize| -> Vec<u64> { (0..n).map(|_| fresh.next_u64()).collect() };
+    // The newest ids stay present however many operations evict the oldest.
+    let newest = &present[capacity - BLOCKS..];
+    let mut answer = 0usize;
+    match path.as_str() {
+        "insert-new" => {
+            let ids = new_ids(operations * BLOCKS);
+            for chunk in ids.chunks(BLOCKS) {
+                answer += history.insert_all(black_box(chunk));
+            }
+        }
+        "insert-duplicate" => {
+            for _ in 0..operations {
+                answer += history.insert_all(black_box(newest));
+            }
+        }
+        "lookup-present" => {
+            for _ in 0..operations {
+                answer += history.seen_prefix_len(black_box(newest));
+            }
+        }
+        "lookup-miss-first" => {
+            let firsts = new_ids(operations);
+            let mut ids = newest.to_vec();
+            for &first in &firsts {
+                ids[0] = first;
+                answer += history.seen_prefix_len(black_box(&ids));
+            }
+        }
+        other => {
+            eprintln!("unknown path {other}\n{usage}");
+            return ExitCode::from(2);
+        }
+    }
+    println!("{answer}");
+    ExitCode::SUCCESS
+}
