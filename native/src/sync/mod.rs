@@ -75,7 +75,7 @@ pub enum ReplicaSyncError {
     /// that is merely down is not an error: it is retried in the background.
     #[error("cannot connect to {urls}: {error}")]
     Connect {
-        /// The server URL(s).
+        /// The server URL(s), without any user name or password they hold.
         urls: String,
         /// What the client said.
         error: async_nats::ConnectError,
@@ -365,10 +365,22 @@ async fn connect(sync: &ReplicaSyncConfig, shared: &Arc<Shared>) -> Result<Clien
             let (urls, tls) = (Arc::clone(&urls), Arc::clone(&tls));
             async move { watch.on(event, &shared, &urls, &tls).await }
         });
-    options
-        .connect(sync.urls.as_str())
-        .await
-        .map_err(|error| ReplicaSyncError::Connect { urls: sync.urls.clone(), error }.into())
+    options.connect(sync.urls.as_str()).await.map_err(|error| {
+        ReplicaSyncError::Connect { urls: without_credentials(&sync.urls), error }.into()
+    })
+}
+
+/// `urls` (comma-separated) without the user names and passwords a URL may hold
+/// (`nats://user:password@host`), for messages.
+fn without_credentials(urls: &str) -> String {
+    let url = |url: &str| match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://{host}"),
+            None => url.to_string(),
+        },
+        None => url.rsplit_once('@').map_or(url, |(_, host)| host).to_string(),
+    };
+    urls.split(',').map(|u| url(u.trim())).collect::<Vec<_>>().join(",")
 }
 
 /// What the connection's event callback remembers so that each problem is logged once: one
@@ -460,7 +472,7 @@ async fn diagnose(urls: &str, tls: &Tls, error: &str) -> String {
             .into();
     }
     let Some(info) = server_info(urls).await else {
-        return format!("the server at {urls} cannot be reached ({error})");
+        return format!("the server at {} cannot be reached ({error})", without_credentials(urls));
     };
     let flag = |key: &str| info.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
     if tls.required && !flag("tls_required") && !flag("tls_available") {
@@ -487,6 +499,11 @@ async fn server_info(urls: &str) -> Option<serde_json::Value> {
     let url = urls.split(',').next()?.trim();
     let address = url.split("://").last()?.split('/').next()?;
     let address = address.rsplit('@').next()?;
+    // NATS's default port when the URL names none (`host`, `[::1]`).
+    let address = match address.rsplit_once(':') {
+        Some((_, port)) if !port.contains(']') => address.to_string(),
+        _ => format!("{address}:4222"),
+    };
     let connect = tokio::net::TcpStream::connect(address);
     let mut stream = tokio::time::timeout(Duration::from_secs(1), connect).await.ok()?.ok()?;
     let mut line = Vec::new();
@@ -659,6 +676,16 @@ async fn catch_up(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_never_show_a_urls_credentials() {
+        assert_eq!(
+            without_credentials("nats://replica:s3cret@10.0.0.1:4222, tls://nats.example:4443"),
+            "nats://10.0.0.1:4222,tls://nats.example:4443"
+        );
+        assert_eq!(without_credentials("user:pw@host:4222"), "host:4222");
+        assert_eq!(without_credentials("nats://[::1]:4222"), "nats://[::1]:4222");
+    }
 
     #[test]
     fn reconnect_delays_grow_from_100_ms_to_5_s() {
