@@ -53,7 +53,12 @@ pub const HEADER_BYTES: usize = 24;
 /// Bytes of a signed message's MAC.
 pub const MAC_BYTES: usize = 32;
 /// The longest valid message (a signed one).
-pub const MAX_MESSAGE_BYTES: usize = HEADER_BYTES + 8 * MAX_IDS + MAC_BYTES;
+pub const MAX_MESSAGE_BYTES: usize = message_bytes(MAX_IDS, true);
+
+/// The length of a message of `count` ids, signed or not.
+pub const fn message_bytes(count: usize, signed: bool) -> usize {
+    HEADER_BYTES + 8 * count + if signed { MAC_BYTES } else { 0 }
+}
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -261,7 +266,7 @@ pub fn encode_into(
         return Err(MessageError::TooManyIds(ids.len()));
     }
     let start = out.len();
-    out.reserve(HEADER_BYTES + 8 * ids.len() + MAC_BYTES);
+    out.reserve(message_bytes(ids.len(), key.is_some()));
     out.extend_from_slice(&MAGIC);
     out.push(if key.is_some() { SIGNED_VERSION } else { VERSION });
     out.push(0);
@@ -304,7 +309,7 @@ pub fn decode(bytes: &[u8], key: Option<&SyncKey>) -> Result<Message, MessageErr
         return Err(MessageError::UnknownFlags(header[5]));
     }
     let body = HEADER_BYTES + 8 * count;
-    if bytes.len() != body + if signed { MAC_BYTES } else { 0 } {
+    if bytes.len() != message_bytes(count, signed) {
         return Err(MessageError::LengthMismatch { count, bytes: bytes.len() });
     }
     match (signed, key) {
@@ -329,6 +334,7 @@ pub fn decode(bytes: &[u8], key: Option<&SyncKey>) -> Result<Message, MessageErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use alloc::vec;
 
     fn encoded(ids: &[u64]) -> Vec<u8> {
@@ -427,6 +433,63 @@ mod tests {
             alloc::format!("{:?}", SyncKey::from_bytes(&bytes).unwrap()),
             "SyncKey(32 bytes)"
         );
+    }
+
+    #[test]
+    fn the_largest_message_is_accepted_and_one_byte_more_is_not() {
+        let key = SyncKey::from_bytes(&[7; 32]).unwrap();
+        let ids: Vec<u64> = (0..MAX_IDS as u64).collect();
+        let mut bytes = Vec::new();
+        encode_into(1, 2, &ids, Some(&key), &mut bytes).unwrap();
+        assert_eq!(bytes.len(), MAX_MESSAGE_BYTES);
+        assert_eq!(MAX_MESSAGE_BYTES, 24 + 8 * 4096 + 32);
+        assert_eq!(decode(&bytes, Some(&key)).unwrap().ids, ids);
+        let mut unsigned = Vec::new();
+        encode_into(1, 2, &ids, None, &mut unsigned).unwrap();
+        assert_eq!(unsigned.len(), message_bytes(MAX_IDS, false));
+        assert_eq!(decode(&unsigned, None).unwrap().ids, ids);
+        bytes.push(0);
+        let oversized = MessageError::Oversized { bytes: MAX_MESSAGE_BYTES + 1, count: MAX_IDS };
+        assert_eq!(decode(&bytes, Some(&key)), Err(oversized));
+        let too_many = encode_into(1, 2, &[0; MAX_IDS + 1], None, &mut Vec::new());
+        assert_eq!(too_many, Err(MessageError::TooManyIds(MAX_IDS + 1)));
+    }
+
+    #[test]
+    fn only_size_errors_are_oversized() {
+        assert!(MessageError::Oversized { bytes: 1, count: 5000 }.is_oversized());
+        assert!(MessageError::TooManyIds(5000).is_oversized());
+        for error in [
+            MessageError::Truncated { bytes: 3 },
+            MessageError::BadMagic,
+            MessageError::UnsupportedVersion(9),
+            MessageError::UnknownFlags(1),
+            MessageError::LengthMismatch { count: 1, bytes: 3 },
+            MessageError::Unsigned,
+            MessageError::BadSignature,
+            MessageError::Signed,
+        ] {
+            assert!(!error.is_oversized(), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_count_is_read_only_behind_the_magic() {
+        let mut bytes = encoded(&[1]);
+        bytes[0] = b'X';
+        bytes[6..8].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(decode(&bytes, None), Err(MessageError::BadMagic));
+    }
+
+    #[test]
+    fn key_errors_say_what_a_key_is() {
+        assert_eq!(
+            KeyError::Unreadable.to_string(),
+            "a sync key is hex or base64 (standard or URL-safe, padded or not)"
+        );
+        assert_eq!(KeyError::TooShort(5).to_string(), "a sync key needs at least 32 bytes, not 5");
+        assert_eq!(SyncKey::parse("abcd"), Err(KeyError::TooShort(2)));
+        assert_eq!(SyncKey::parse("not a key!"), Err(KeyError::Unreadable));
     }
 
     #[test]

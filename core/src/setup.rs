@@ -1047,6 +1047,8 @@ mod tests {
         settings.set_capacities(["3B"]).unwrap();
         let error = settings.grid(Capacity::blocks).unwrap_err();
         assert_eq!(error.to_string(), "\"3B\": too few bytes for a history of even one block");
+        settings.capacities = vec![Capacity::Blocks(MAX_CAPACITY)];
+        assert!(settings.grid(Capacity::blocks).is_ok(), "the largest capacity is accepted");
         settings.capacities = vec![Capacity::Blocks(MAX_CAPACITY + 1)];
         assert!(settings.grid(Capacity::blocks).unwrap_err().is_range());
         settings.capacities.clear();
@@ -1061,5 +1063,118 @@ mod tests {
         assert_eq!(Warmup::Fraction(0.999).measure_from(Some(1000)), Some(999));
         assert_eq!(Warmup::Requests(12).measure_from(None), Some(12));
         assert!(Warmup::Fraction(0.1).needs_count() && !Warmup::Requests(3).needs_count());
+    }
+
+    #[test]
+    fn fleet_settings_are_set_from_their_text() {
+        let mut s = FleetSettings::default();
+        s.set(Setting::Workers, "2, 16").unwrap();
+        s.set(Setting::WorkerCapacity, "1k,64MiB").unwrap();
+        s.set(Setting::Router, "kv").unwrap();
+        s.set(Setting::EngineBlockSize, "32").unwrap();
+        s.set(Setting::KvBytesPerToken, "128KiB").unwrap();
+        s.set(Setting::History, "10k").unwrap();
+        s.set(Setting::Timing, "instant").unwrap();
+        s.set(Setting::Seed, "7").unwrap();
+        s.set(Setting::BlockSize, "64").unwrap();
+        assert_eq!(s.workers, [2, 16]);
+        let capacities = [("1k", Quantity::Number(1_000)), ("64MiB", Quantity::Bytes(64 << 20))];
+        assert_eq!(s.worker_capacities, capacities.map(|(t, q)| (String::from(t), q)));
+        assert_eq!(s.routers, Router::parse_list("kv").unwrap());
+        assert_eq!(s.engine_block_size, Some(32));
+        assert_eq!(s.kv_bytes_per_token, Some(128 << 10));
+        assert_eq!(s.history, Capacity::Blocks(10_000));
+        assert_eq!(s.timing, Timing::Instant);
+        assert_eq!(s.seed, 7);
+        assert_eq!((s.trace.block_size, s.trace.block_size_given), (64, true));
+        s.set(Setting::Timing, "mocker").unwrap();
+        s.set(Setting::Speedup, "100").unwrap();
+        assert_eq!(s.timing, Timing::Mocker { speedup: 100.0 });
+        s.set_speedup(1e-6, "1e-6").unwrap();
+        assert_eq!(s.timing, Timing::Mocker { speedup: 1e-6 });
+        for bad in [1e-7, 0.0, -1.0, f64::INFINITY, f64::NAN] {
+            let error = s.set_speedup(bad, "x").unwrap_err();
+            assert_eq!(error.problem, Problem::NotPositive("x".into()), "{bad}");
+        }
+        s.set_speedup(100.0, "100").unwrap();
+
+        let before = s.clone();
+        for (setting, bad) in [
+            (Setting::Workers, "0"),
+            (Setting::WorkerCapacity, "0"),
+            (Setting::Router, "fastest"),
+            (Setting::EngineBlockSize, "0"),
+            (Setting::KvBytesPerToken, "0"),
+            (Setting::History, "lots"),
+            (Setting::Timing, "slow"),
+            (Setting::Speedup, "-1"),
+            (Setting::Seed, "9007199254740992"),
+            (Setting::BlockSize, "zero"),
+        ] {
+            let error = s.set(setting, bad).unwrap_err();
+            assert_eq!(error.setting, setting, "{bad}");
+            assert_eq!(s, before, "a refused {bad:?} changes nothing");
+        }
+    }
+
+    #[test]
+    fn worker_capacities_in_bytes_need_the_kv_bytes_per_token() {
+        use crate::fleet::MAX_WORKER_CAPACITY;
+        let mut s = FleetSettings::default();
+        s.set(Setting::WorkerCapacity, "1k,1MiB").unwrap();
+        let needs = s.worker_capacity_blocks(16).unwrap_err();
+        assert_eq!(needs.problem, Problem::NeedsKvBytes("1MiB".into()));
+        s.set(Setting::KvBytesPerToken, "1KiB").unwrap();
+        // 1 MiB over 1 KiB per token x 16 tokens per block: 64 blocks.
+        assert_eq!(s.worker_capacity_blocks(16).unwrap(), [1_000, 64]);
+        s.set(Setting::WorkerCapacity, "1KiB").unwrap();
+        let none = s.worker_capacity_blocks(16).unwrap_err().problem;
+        assert_eq!(none, Problem::Fleet(FleetError::WorkerCapacity(0)));
+        s.set(Setting::WorkerCapacity, &MAX_WORKER_CAPACITY.to_string()).unwrap();
+        assert_eq!(s.worker_capacity_blocks(16).unwrap(), [MAX_WORKER_CAPACITY]);
+        s.set(Setting::WorkerCapacity, &(MAX_WORKER_CAPACITY + 1).to_string()).unwrap();
+        let over = s.worker_capacity_blocks(16).unwrap_err().problem;
+        assert_eq!(over, Problem::Fleet(FleetError::WorkerCapacity(MAX_WORKER_CAPACITY + 1)));
+    }
+
+    #[test]
+    fn fleet_configs_cover_the_grid_and_check_what_fits() {
+        use crate::fleet::MAX_WORKERS;
+        let mut s = FleetSettings::default();
+        s.set(Setting::Workers, "1,3").unwrap();
+        s.set(Setting::WorkerCapacity, "100,200").unwrap();
+        s.set(Setting::Router, "round-robin,kv").unwrap();
+        s.set(Setting::Seed, "5").unwrap();
+        let config = s.config(Capacity::blocks).unwrap();
+        assert_eq!(config.shapes, FleetConfig::grid(&[1, 3], &[100, 200], &s.routers));
+        assert_eq!(config.shapes.len(), 8);
+        assert_eq!((config.seed, config.block_size, config.timing), (5, 512, s.timing));
+        assert_eq!(config.history, Capacity::Bytes(256 << 20).blocks().unwrap());
+
+        s.set(Setting::Workers, &MAX_WORKERS.to_string()).unwrap();
+        assert!(s.config(Capacity::blocks).is_ok());
+        for bad in ["0".to_string(), (MAX_WORKERS + 1).to_string()] {
+            assert_eq!(s.set(Setting::Workers, &bad).unwrap_err().setting, Setting::Workers);
+        }
+        s.workers = vec![MAX_WORKERS + 1];
+        assert_eq!(s.config(Capacity::blocks).unwrap_err().setting, Setting::Workers);
+        s.workers = vec![2];
+        s.set(Setting::EngineBlockSize, "48").unwrap();
+        let unfit = s.config(Capacity::blocks).unwrap_err();
+        assert_eq!(unfit.setting, Setting::EngineBlockSize, "48-token blocks do not fit 512");
+        s.set(Setting::EngineBlockSize, "64").unwrap();
+        assert_eq!(s.config(Capacity::blocks).unwrap().engine_block_size, Some(64));
+        s.set(Setting::History, "3B").unwrap();
+        assert_eq!(s.config(Capacity::blocks).unwrap_err().setting, Setting::History);
+    }
+
+    #[test]
+    fn fractions_are_in_zero_to_one() {
+        for good in ["0", " 0.5 ", "0.999", "1e-3"] {
+            assert!(parse_fraction(good).is_ok_and(|f| (0.0..1.0).contains(&f)), "{good}");
+        }
+        for bad in ["1", "1.5", "-0.1", "NaN", "inf", "half", ""] {
+            assert_eq!(parse_fraction(bad), Err(Problem::NotAFraction(bad.into())), "{bad}");
+        }
     }
 }
