@@ -703,8 +703,9 @@ impl FleetSettings {
             }
             Setting::Timing => self.set_timing(text)?,
             Setting::Speedup => {
-                let speedup = text.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
-                let speedup = speedup.ok_or_else(|| error(Problem::NotPositive(text.into())))?;
+                // Not a number, or one set_speedup refuses: the same error.
+                let speedup = text.trim().parse::<f64>();
+                let speedup = speedup.map_err(|_| error(Problem::NotPositive(text.into())))?;
                 self.set_speedup(speedup, text)?;
             }
             Setting::Seed => {
@@ -1108,6 +1109,9 @@ mod tests {
             (Setting::History, "lots"),
             (Setting::Timing, "slow"),
             (Setting::Speedup, "-1"),
+            (Setting::Speedup, "0"),
+            (Setting::Speedup, "inf"),
+            (Setting::Speedup, "fast"),
             (Setting::Seed, "9007199254740992"),
             (Setting::BlockSize, "zero"),
         ] {
