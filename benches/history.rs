@@ -20,31 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use kvreuse::SharedHistory;
-use kvreuse_benches::SplitMix64;
 use kvreuse_benches::reference_history::ReferenceHistory;
-
-trait Contender: Sync {
-    fn insert_all(&self, ids: &[u64]) -> usize;
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize;
-}
-
-impl Contender for SharedHistory {
-    fn insert_all(&self, ids: &[u64]) -> usize {
-        SharedHistory::insert_all(self, ids).new
-    }
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        SharedHistory::seen_prefix_len(self, ids)
-    }
-}
-
-impl Contender for ReferenceHistory {
-    fn insert_all(&self, ids: &[u64]) -> usize {
-        ReferenceHistory::insert_all(self, ids)
-    }
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        ReferenceHistory::seen_prefix_len(self, ids)
-    }
-}
+use kvreuse_benches::{Contender, SplitMix64};
 
 fn fresh(seed: u64, n: usize) -> Vec<u64> {
     let mut rng = SplitMix64::new(seed);

@@ -19,33 +19,10 @@ use std::hint::black_box;
 use std::process::ExitCode;
 
 use kvreuse::SharedHistory;
-use kvreuse_benches::SplitMix64;
 use kvreuse_benches::reference_history::ReferenceHistory;
+use kvreuse_benches::{Contender, SplitMix64};
 
 const BLOCKS: usize = 34;
-
-trait Contender {
-    fn insert_all(&self, ids: &[u64]) -> usize;
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize;
-}
-
-impl Contender for SharedHistory {
-    fn insert_all(&self, ids: &[u64]) -> usize {
-        SharedHistory::insert_all(self, ids).new
-    }
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        SharedHistory::seen_prefix_len(self, ids)
-    }
-}
-
-impl Contender for ReferenceHistory {
-    fn insert_all(&self, ids: &[u64]) -> usize {
-        ReferenceHistory::insert_all(self, ids)
-    }
-    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        ReferenceHistory::seen_prefix_len(self, ids)
-    }
-}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -29,6 +29,33 @@ impl SplitMix64 {
 
 pub mod reference_history;
 
+/// A history the history benches compare: kvreuse's `SharedHistory` or the reference layout,
+/// behind one interface so both receive exactly the same calls.
+pub trait Contender: Sync {
+    /// Inserts `ids` as one completion; returns how many were new.
+    fn insert_all(&self, ids: &[u64]) -> usize;
+    /// The number of leading `ids` present.
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize;
+}
+
+impl Contender for kvreuse::SharedHistory {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        kvreuse::SharedHistory::insert_all(self, ids).new
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        kvreuse::SharedHistory::seen_prefix_len(self, ids)
+    }
+}
+
+impl Contender for reference_history::ReferenceHistory {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        reference_history::ReferenceHistory::insert_all(self, ids)
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        reference_history::ReferenceHistory::seen_prefix_len(self, ids)
+    }
+}
+
 /// The machine a bench ran on, for its table: the CPU model and cache sizes (from
 /// `/proc/cpuinfo` and `lscpu`), since ratios measured on one machine need not hold on another.
 pub fn machine() -> String {
