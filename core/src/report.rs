@@ -104,6 +104,15 @@ impl WorkerReport {
             })
             .and_then(|()| reader.end())
             .map_err(ReportError::from)?;
+        Self::gpu_hits(prompt, cached)
+    }
+
+    /// The report of a server that counts only GPU prefix hits (`cached`, `None` when it did
+    /// not say); the prompt's length is required.
+    fn gpu_hits(
+        prompt: Option<u64>,
+        cached: Option<u64>,
+    ) -> Result<Option<WorkerReport>, ReportError> {
         let prompt = prompt.ok_or(ReportError::Missing("prompt_tokens"))?;
         Ok(cached.map(|cached| WorkerReport {
             prompt_tokens: prompt,
@@ -133,12 +142,7 @@ impl WorkerReport {
             })
             .and_then(|()| reader.end())
             .map_err(ReportError::from)?;
-        let prompt = prompt.ok_or(ReportError::Missing("prompt_tokens"))?;
-        Ok(cached.map(|cached| WorkerReport {
-            prompt_tokens: prompt,
-            gpu_hit_tokens: cached,
-            ..WorkerReport::default()
-        }))
+        Self::gpu_hits(prompt, cached)
     }
 }
 
