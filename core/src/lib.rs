@@ -38,6 +38,7 @@ pub mod history;
 pub mod json;
 pub mod message;
 pub mod names;
+pub mod number;
 pub mod output;
 pub mod replay;
 pub mod report;

@@ -296,14 +296,19 @@ pub fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
     if digits == 0 {
         return Err(QuantityError::Unrecognized);
     }
-    let number: u64 = text[..digits].parse().map_err(|_| QuantityError::Overflow)?;
-    let unit = text[digits..].trim_start();
+    // Split as bytes (the digits are ASCII), so no string slicing can panic: its panic
+    // message alone would bring Unicode tables into the browser build.
+    let (number, unit) = text.as_bytes().split_at(digits);
+    let number =
+        number.iter().try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')));
+    let number = number.ok_or(QuantityError::Overflow)?;
+    let unit = unit.trim_ascii_start();
     // Units are a few ASCII letters; anything longer is not one.
     let mut lower = [0u8; 3];
     if unit.len() > lower.len() {
         return Err(QuantityError::Unrecognized);
     }
-    for (l, b) in lower.iter_mut().zip(unit.bytes()) {
+    for (l, b) in lower.iter_mut().zip(unit) {
         *l = b.to_ascii_lowercase();
     }
     let (bytes, multiple): (bool, u64) = match &lower[..unit.len()] {
@@ -341,8 +346,8 @@ pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
 
 /// Reads a fraction in `[0, 1)`; `text` names it in the error.
 pub fn parse_fraction(text: &str) -> Result<f64, Problem> {
-    match text.trim().parse::<f64>() {
-        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+    match crate::number::parse_f64(text.trim()) {
+        Some(f) if (0.0..1.0).contains(&f) => Ok(f),
         _ => Err(Problem::NotAFraction(text.into())),
     }
 }
@@ -704,8 +709,8 @@ impl FleetSettings {
             Setting::Timing => self.set_timing(text)?,
             Setting::Speedup => {
                 // Not a number, or one set_speedup refuses: the same error.
-                let speedup = text.trim().parse::<f64>();
-                let speedup = speedup.map_err(|_| error(Problem::NotPositive(text.into())))?;
+                let speedup = crate::number::parse_f64(text.trim());
+                let speedup = speedup.ok_or_else(|| error(Problem::NotPositive(text.into())))?;
                 self.set_speedup(speedup, text)?;
             }
             Setting::Seed => {

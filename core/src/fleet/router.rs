@@ -214,7 +214,7 @@ impl Kind {
     fn set(&mut self, router: &'static str, key: &str, text: &str) -> Result<(), RouterError> {
         let unknown = |expected| RouterError::Parameter { router, key: key.into(), expected };
         let number = |key: &'static str, min_exclusive: Option<f64>| {
-            let value = text.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+            let value = crate::number::parse_f64(text).filter(|v| v.is_finite() && *v >= 0.0);
             match (value, min_exclusive) {
                 (Some(v), Some(min)) if v <= min => None,
                 (v, _) => v,

@@ -114,17 +114,21 @@ impl ReplayConfig {
         capacities: &[Option<usize>],
     ) -> ReplayConfig {
         let mut histories = Vec::new();
-        let wants_inf = policies.contains(&Policy::Inf) || capacities.contains(&None);
+        // Kept sorted and free of duplicates as it grows: a grid has a handful of histories,
+        // and a sort here would be one more copy of the sorting code in the browser build.
+        let mut add = |history| {
+            if let Err(at) = histories.binary_search(&history) {
+                histories.insert(at, history);
+            }
+        };
         for &policy in policies.iter().filter(|&&p| p != Policy::Inf) {
             for &capacity in capacities.iter().flatten() {
-                histories.push((policy, Some(capacity)));
+                add((policy, Some(capacity)));
             }
         }
-        if wants_inf {
-            histories.push((Policy::Inf, None));
+        if policies.contains(&Policy::Inf) || capacities.contains(&None) {
+            add((Policy::Inf, None));
         }
-        histories.sort_unstable();
-        histories.dedup();
         ReplayConfig { block_size, histories, measure_from: 0 }
     }
 
