@@ -99,7 +99,7 @@ fn scale(mantissa: u64, exponent: i64) -> f64 {
     let exact = mantissa <= 1 << 53;
     match usize::try_from(exponent.unsigned_abs()) {
         Ok(e) if exact && e < EXACT_POWERS.len() => {
-            if exponent < 0 {
+            if exponent.is_negative() {
                 m / EXACT_POWERS[e]
             } else {
                 m * EXACT_POWERS[e]
@@ -108,7 +108,7 @@ fn scale(mantissa: u64, exponent: i64) -> f64 {
         // Outside the fast path: a few roundings, each within half a unit in the last place.
         _ => {
             let exponent = exponent.clamp(-400, 400) as i32;
-            if exponent < 0 {
+            if exponent.is_negative() {
                 // Two steps, so that 10^-exponent does not overflow before the division.
                 let half = exponent / 2;
                 m / libm::pow(10.0, f64::from(-half)) / libm::pow(10.0, f64::from(half - exponent))
@@ -143,6 +143,9 @@ mod tests {
             "007",
             "0.000001",
             "1e22",
+            "2.5E+2",
+            "1e000000003",
+            "1e-00000002",
             "123456789012345",
             "0.3333333333",
         ] {
@@ -176,9 +179,17 @@ mod tests {
 
     #[test]
     fn far_numbers_are_close_and_huge_ones_infinite() {
-        for text in
-            ["1e300", "1.5e308", "2.2250738585072014e-308", "12345678901234567890123", "1e-30"]
-        {
+        for text in [
+            "1e300",
+            "1.5e308",
+            "2.2250738585072014e-308",
+            "12345678901234567890123",
+            "1e-30",
+            "1e23",
+            "1e-23",
+            "99999999999999999999999",
+            "0.99999999999999999999999",
+        ] {
             let (got, exact) = (parse_f64(text).unwrap(), text.parse::<f64>().unwrap());
             assert!((got - exact).abs() <= exact * 1e-15, "{text}: {got} vs {exact}");
         }

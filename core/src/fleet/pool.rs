@@ -330,6 +330,26 @@ mod tests {
         release(&mut pool, &b);
         assert_eq!(pool.active_blocks(), 0);
         assert!(pool.can_take(3, 0));
+        // Three queued blocks, two of them hits that leave the queue: one left to evict.
+        assert!(pool.can_take(1, 2));
+        assert!(!pool.can_take(2, 2), "the pinned hits cannot make room");
+    }
+
+    #[test]
+    fn heap_bytes_grow_with_the_blocks_cached() {
+        let filled = |blocks: u64| {
+            let mut pool = Pool::new(4000);
+            let ids: Vec<u64> = (1..=blocks).collect();
+            let lease = run(&mut pool, &ids, 0);
+            release(&mut pool, &lease);
+            pool.heap_bytes()
+        };
+        // Each cached block has a slot and an index entry (its id and its slot).
+        let per_block = size_of::<Slot>() + size_of::<u64>() + size_of::<u32>();
+        let (small, large) = (filled(1000), filled(3000));
+        assert!(small >= 1000 * per_block && small <= 4 * 1000 * per_block, "{small}");
+        assert!(large >= small + 2000 * size_of::<Slot>(), "{small} then {large}");
+        assert_eq!(Pool::new(10).heap_bytes(), 0, "nothing is allocated up front");
     }
 
     #[test]

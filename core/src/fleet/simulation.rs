@@ -142,13 +142,25 @@ impl Simulation {
         self.slab.len()
     }
 
-    /// Heap bytes of the simulation's state: caches, ceiling, router, requests in flight.
+    /// Heap bytes of the simulation's state: caches and queues, ceiling, router, requests in
+    /// flight, passes, statistics.
     pub(crate) fn heap_bytes(&self) -> usize {
-        let pools: usize = self.workers.iter().map(|w| w.pool.heap_bytes()).sum();
+        let workers: usize = self.workers.iter().map(Worker::heap_bytes).sum();
         let in_flight: usize =
             self.in_flight.iter().flatten().map(BlockCounts::allocation_size).sum();
-        pools
+        let per_worker = self.workers.capacity() * size_of::<Worker>()
+            + self.busy.capacity() * size_of::<bool>()
+            + self.loads.capacity() * size_of::<Load>()
+            + self.cached.capacity() * size_of::<usize>()
+            + self.per_worker.capacity() * size_of::<WorkerShare>()
+            + self.in_flight.as_ref().map_or(0, |v| v.capacity() * size_of::<BlockCounts>());
+        let outcomes = self.outcomes.as_ref().map_or(0, |o| o.capacity() * size_of::<Outcome>());
+        workers
             + in_flight
+            + per_worker
+            + self.slab.heap_bytes()
+            + self.passes.capacity() * size_of::<Reverse<(u64, u64, u32)>>()
+            + outcomes
             + self.ceiling.heap_bytes()
             + self.routing.heap_bytes()
             + self.ttft.heap_bytes()

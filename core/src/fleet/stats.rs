@@ -160,6 +160,62 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn funnels_add_up_stage_by_stage() {
+        let one = Funnel {
+            f0: 9,
+            f1: 8,
+            f2: 7,
+            f3: 6,
+            f4: 5,
+            f5: 4,
+            cold: 1,
+            retention: 1,
+            routing: 1,
+            race: 1,
+            retrieval: 1,
+        };
+        let mut sum = one;
+        sum.add(&one);
+        let doubled = |f: &Funnel| {
+            [
+                f.f0,
+                f.f1,
+                f.f2,
+                f.f3,
+                f.f4,
+                f.f5,
+                f.cold,
+                f.retention,
+                f.routing,
+                f.race,
+                f.retrieval,
+            ]
+        };
+        assert_eq!(doubled(&sum), doubled(&one).map(|v| 2 * v));
+    }
+
+    #[test]
+    fn each_bucket_reports_the_middle_of_its_values() {
+        // Every value up to 2^16, grouped by bucket: small values have a bucket each, and a
+        // bucket's value is the midpoint of the values it holds.
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for v in 0..1u64 << 16 {
+            let b = bucket(v);
+            if b == ranges.len() {
+                ranges.push((v, v));
+            }
+            assert_eq!(b + 1, ranges.len(), "buckets follow the values' order");
+            ranges[b].1 = v;
+        }
+        for (b, &(low, high)) in ranges.iter().enumerate() {
+            if (b as u64) < SUB_BUCKETS {
+                assert_eq!(low, high, "values below {SUB_BUCKETS} are exact");
+            }
+            assert_eq!(value_of(b), (low + high) as f64 / 2.0, "bucket {b}: {low}..={high}");
+        }
+    }
+
+    #[test]
     fn every_token_is_reused_or_lost_once() {
         let f = Funnel::of_request([100, 80, 60, 40, 30, 30]);
         assert_eq!((f.cold, f.retention, f.routing, f.race, f.retrieval), (20, 20, 20, 10, 0));

@@ -183,6 +183,7 @@ fn engine_blocks_may_be_finer_or_coarser_than_the_trace() {
         let mut c = config(shapes, Timing::Instant, 8);
         c.engine_block_size = Some(engine);
         c.history = None;
+        assert_eq!(Fleet::new(&c).unwrap().engine_block_size(), engine);
         rows.push(run(&c, &requests)[0].clone());
     }
     // Finer blocks reuse parts of partial trace blocks: never less.

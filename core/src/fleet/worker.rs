@@ -166,6 +166,25 @@ impl Slab {
     pub(crate) fn len(&self) -> usize {
         self.entries.len() - self.vacant.len()
     }
+
+    /// Heap bytes of the slab and of the requests in it (their ids and leases).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let own = self.entries.capacity() * size_of::<Option<Live>>()
+            + self.vacant.capacity() * size_of::<u32>();
+        let requests: usize = self
+            .entries
+            .iter()
+            .flatten()
+            .map(|live| {
+                (live.request.prompt_ids.capacity()
+                    + live.request.output_ids.capacity()
+                    + live.ids.capacity())
+                    * size_of::<u64>()
+                    + live.lease.capacity() * size_of::<u32>()
+            })
+            .sum();
+        own + requests
+    }
 }
 
 /// How a request's step went.
@@ -203,6 +222,13 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
+    /// Heap bytes of the worker's cache and queues (its requests live in the slab).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.pool.heap_bytes()
+            + (self.running.capacity() + self.waiting.capacity()) * size_of::<u32>()
+            + self.signals.capacity() * size_of::<Signal>()
+    }
+
     pub(crate) fn new(capacity: u32, block_size: usize) -> Worker {
         Worker {
             pool: Pool::new(capacity),
