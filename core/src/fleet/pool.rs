@@ -350,6 +350,17 @@ mod tests {
         assert!(small >= 1000 * per_block && small <= 4 * 1000 * per_block, "{small}");
         assert!(large >= small + 2000 * size_of::<Slot>(), "{small} then {large}");
         assert_eq!(Pool::new(10).heap_bytes(), 0, "nothing is allocated up front");
+
+        // A full pool: 500 private slots evict cached blocks (no slot is added), and once
+        // released they wait in the free list, whose bytes alone are new.
+        let mut pool = Pool::new(1000);
+        let lease = run(&mut pool, &(1..=1000).collect::<Vec<u64>>(), 0);
+        release(&mut pool, &lease);
+        let full = pool.heap_bytes();
+        let private: Vec<u32> = (0..500).map(|_| pool.take()).collect();
+        release(&mut pool, &private);
+        let grown = pool.heap_bytes() - full;
+        assert!((500 * 4..=1024 * 4).contains(&grown), "the free list took {grown} bytes");
     }
 
     #[test]

@@ -195,6 +195,15 @@ mod tests {
     }
 
     #[test]
+    fn the_histogram_is_allocated_at_the_first_value() {
+        let mut sketch = Quantiles::default();
+        assert_eq!(sketch.heap_bytes(), 0);
+        sketch.record(5);
+        // A counter for every bucket up to the largest value's.
+        assert_eq!(sketch.heap_bytes(), (bucket(u64::MAX) + 1) * size_of::<u64>());
+    }
+
+    #[test]
     fn each_bucket_reports_the_middle_of_its_values() {
         // Every value up to 2^16, grouped by bucket: small values have a bucket each, and a
         // bucket's value is the midpoint of the values it holds.
