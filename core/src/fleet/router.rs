@@ -514,6 +514,7 @@ impl core::str::FromStr for Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
     use alloc::string::ToString;
     use alloc::vec;
 
@@ -554,6 +555,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_parameter_is_read_into_its_field() {
+        let read = |text: &str| Router::parse(text).unwrap().kind;
+        assert_eq!(
+            read("kv:overlap_score_credit=0.25,prefill_load_scale=2,temperature=0.5"),
+            Kind::Kv { overlap_score_credit: 0.25, prefill_load_scale: 2.0, temperature: 0.5 }
+        );
+        assert_eq!(
+            read(
+                "cache-aware:cache_threshold=0.5,balance_abs_threshold=32,balance_rel_threshold=2"
+            ),
+            Kind::CacheAware {
+                cache_threshold: 0.5,
+                balance_abs_threshold: 32,
+                balance_rel_threshold: 2.0
+            }
+        );
+        let hash = PrefixHash { prefix_tokens: 64, load_factor: 0.5 };
+        assert_eq!(read("prefix-hash:prefix_tokens=64,load_factor=0.5"), Kind::PrefixHash(hash));
+        assert_eq!(read("session:prefix_tokens=64,load_factor=0.5"), Kind::Session(hash));
+    }
+
+    #[test]
+    fn a_router_has_its_name_and_prints_as_written() {
+        for name in Router::NAMES {
+            let router = Router::parse(name).unwrap();
+            assert_eq!(router.name(), name);
+            assert_eq!(router.to_string(), name);
+        }
+        let router = Router::parse(" kv : temperature = 0.5 ").unwrap();
+        assert_eq!((router.name(), router.to_string().as_str()), ("kv", "kv:temperature=0.5"));
+    }
+
     fn candidates<'a>(
         request: &'a Request,
         cached: &'a [usize],
@@ -588,6 +622,244 @@ mod tests {
         let busy =
             [Load { prefill_tokens: 64, ..Load::default() }, Load::default(), Load::default()];
         assert_eq!(routing.choose(&candidates(&request, &[3, 2, 0], &busy), &mut rng), 1);
+    }
+
+    /// Dynamo's cost, written out from its definition: prefill blocks not covered by the
+    /// credited overlap, scaled, plus the decode blocks the worker would hold.
+    fn kv_cost(
+        credit: f64,
+        scale: f64,
+        bs: f64,
+        isl: f64,
+        load: &Load,
+        cached: usize,
+        new_blocks: usize,
+    ) -> f64 {
+        let prefill = ((load.prefill_tokens as f64 + isl) / bs - credit * cached as f64).max(0.0);
+        scale * prefill + (load.active_blocks + new_blocks as u64) as f64
+    }
+
+    #[test]
+    fn kv_picks_the_least_cost_as_dynamo_defines_it() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let (mut checked, mut not_most_cached) = (0, 0);
+        for round in 0..400 {
+            let (credit, scale) = [(1.0, 1.0), (0.5, 2.0), (2.0, 0.5)][round % 3];
+            let text = format!("kv:overlap_score_credit={credit},prefill_load_scale={scale}");
+            let mut routing = Routing::new(&Router::parse(&text).unwrap(), 4);
+            let blocks = rng.usize(1..12);
+            let request = Request {
+                prompt_tokens: (blocks * 4 + rng.usize(..4)) as u64,
+                prompt_ids: (0..blocks as u64).collect(),
+                ..Request::default()
+            };
+            let cached: Vec<usize> = (0..4).map(|_| rng.usize(..=blocks)).collect();
+            let in_flight: Vec<usize> = (0..4).map(|_| rng.usize(..=blocks)).collect();
+            let loads: Vec<Load> = (0..4)
+                .map(|_| Load {
+                    prefill_tokens: rng.u64(..80),
+                    active_blocks: rng.u64(..30),
+                    ..Load::default()
+                })
+                .collect();
+            let costs: Vec<f64> = (0..4)
+                .map(|w| {
+                    let isl = request.prompt_tokens as f64;
+                    kv_cost(credit, scale, 4.0, isl, &loads[w], cached[w], blocks - in_flight[w])
+                })
+                .collect();
+            let least = costs.iter().copied().fold(f64::INFINITY, f64::min);
+            let best: Vec<usize> = (0..4).filter(|&w| costs[w] == least).collect();
+            if best.len() != 1 {
+                continue;
+            }
+            let mut c = candidates(&request, &cached, &loads);
+            let prefix = |w: usize| in_flight[w];
+            c.in_flight_prefix = &prefix;
+            assert_eq!(routing.choose(&c, &mut rng), best[0], "costs {costs:?}");
+            checked += 1;
+            not_most_cached += usize::from(cached[best[0]] < *cached.iter().max().unwrap());
+        }
+        // Most draws have one cheapest worker, and load often beats the longest prefix.
+        assert!(checked > 300 && not_most_cached > 50, "{checked} {not_most_cached}");
+    }
+
+    #[test]
+    fn kv_with_a_temperature_samples_every_worker() {
+        let mut routing = Routing::new(&Router::parse("kv:temperature=100").unwrap(), 3);
+        let mut rng = fastrand::Rng::with_seed(9);
+        let request =
+            Request { prompt_tokens: 16, prompt_ids: vec![1, 2, 3, 4], ..Request::default() };
+        let loads = [Load::default(); 3];
+        let mut seen = [0; 3];
+        for _ in 0..300 {
+            seen[routing.choose(&candidates(&request, &[4, 2, 0], &loads), &mut rng)] += 1;
+        }
+        // Nearly uniform at this temperature, the cheapest a little more often.
+        assert!(seen.iter().all(|&n| n > 50) && seen[0] >= seen[2], "{seen:?}");
+    }
+
+    #[test]
+    fn cache_aware_follows_sglang_at_every_threshold() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let mut outcomes = [0; 3];
+        for round in 0..3000 {
+            let (threshold, abs, rel) = [(0.25, 4, 1.5), (0.5, 2, 2.0), (0.75, 0, 1.0)][round % 3];
+            let text = format!(
+                "cache-aware:cache_threshold={threshold},balance_abs_threshold={abs},balance_rel_threshold={rel}"
+            );
+            let mut routing = Routing::new(&Router::parse(&text).unwrap(), 3);
+            let request =
+                Request { prompt_tokens: 16, prompt_ids: vec![1, 2, 3, 4], ..Request::default() };
+            let cached: Vec<usize> = (0..3).map(|_| rng.usize(..=4)).collect();
+            let loads: Vec<Load> = (0..3)
+                .map(|_| Load {
+                    requests: rng.u64(..10),
+                    cached_blocks: rng.u64(..6),
+                    ..Load::default()
+                })
+                .collect();
+            // SGLang's choice, from its definition; `None` where it is a random tie-break.
+            let requests: Vec<u64> = loads.iter().map(|l| l.requests).collect();
+            let (min, max) = (*requests.iter().min().unwrap(), *requests.iter().max().unwrap());
+            let unique_min = |key: &dyn Fn(usize) -> u64| {
+                let least = (0..3).map(key).min().unwrap();
+                let at: Vec<usize> = (0..3).filter(|&w| key(w) == least).collect();
+                (at.len() == 1).then(|| at[0])
+            };
+            let expected = if max - min > abs && max as f64 > rel * min as f64 {
+                outcomes[0] += 1;
+                requests.iter().position(|&r| r == min)
+            } else if *cached.iter().max().unwrap() as f64 * 4.0 / 16.0 > threshold {
+                outcomes[1] += 1;
+                unique_min(&|w| 4 - cached[w] as u64)
+            } else {
+                outcomes[2] += 1;
+                unique_min(&|w| loads[w].cached_blocks)
+            };
+            let chosen = routing.choose(&candidates(&request, &cached, &loads), &mut rng);
+            if let Some(expected) = expected {
+                assert_eq!(chosen, expected, "{text}: cached {cached:?}, loads {loads:?}");
+            }
+        }
+        // Every branch is taken (the balance one most: its thresholds are low here).
+        assert!(outcomes.iter().all(|&n| n > 80), "{outcomes:?}");
+    }
+
+    #[test]
+    fn prefix_hash_follows_the_ring_within_the_load_bound() {
+        let mut rng = fastrand::Rng::with_seed(13);
+        let (mut moved, mut stayed) = (0, 0);
+        for round in 0..1500 {
+            let (factor, workers) = [(1.25, 4), (1.0, 3), (2.0, 5)][round % 3];
+            let text = format!("prefix-hash:prefix_tokens=8,load_factor={factor}");
+            let routing = Routing::new(&Router::parse(&text).unwrap(), workers);
+            let request = Request {
+                prompt_tokens: 12,
+                prompt_ids: vec![rng.u64(..), rng.u64(..), rng.u64(..)],
+                ..Request::default()
+            };
+            // The ring, from its definition: the first of every worker's virtual nodes at or
+            // after the key of the first two blocks (8 tokens), wrapping around.
+            let key = xxh3_64_with_seed(
+                &[request.prompt_ids[0].to_le_bytes(), request.prompt_ids[1].to_le_bytes()]
+                    .concat(),
+                RING_SEED,
+            );
+            let nodes = (0..workers as u64).flat_map(|w| {
+                (0..VIRTUAL_NODES).map(move |v| {
+                    (xxh3_64_with_seed(&[w.to_le_bytes(), v.to_le_bytes()].concat(), RING_SEED), w)
+                })
+            });
+            let after = nodes.clone().filter(|&(at, _)| at >= key).min();
+            let ring_worker = after.or_else(|| nodes.min()).unwrap().1 as usize;
+            let loads: Vec<Load> =
+                (0..workers).map(|_| Load { requests: rng.u64(..6), ..Load::default() }).collect();
+            let total: u64 = loads.iter().map(|l| l.requests).sum();
+            let bound = factor * (total + 1) as f64 / workers as f64;
+            let fits = |w: usize| loads[w].requests as f64 <= bound;
+            let expected = if total == 0 || fits(ring_worker) {
+                stayed += 1;
+                ring_worker
+            } else {
+                moved += 1;
+                let least = (0..workers).filter(|&w| fits(w)).map(|w| loads[w].requests).min();
+                least.map_or(ring_worker, |l| {
+                    (0..workers).find(|&w| loads[w].requests == l).unwrap()
+                })
+            };
+            let c = Candidates {
+                trace_block_size: 4,
+                ..candidates(&request, &[0; 5][..workers], &loads)
+            };
+            assert_eq!(
+                routing.prefix_hash(PrefixHash { prefix_tokens: 8, load_factor: factor }, &c),
+                expected
+            );
+        }
+        assert!(moved > 100 && stayed > 100, "{moved} {stayed}");
+    }
+
+    #[test]
+    fn softmax_draws_in_proportion_to_the_weights() {
+        let mut rng = fastrand::Rng::with_seed(17);
+        let costs = [13.0, 3.0, 8.0, 3.0];
+        for temperature in [0.5, 1.0, 4.0] {
+            // exp(-(cost - min) / ((max - min) * temperature)), normalized.
+            let weights = costs.map(|c| libm::exp(-(c - 3.0) / (10.0 * temperature)));
+            let total: f64 = weights.iter().sum();
+            let mut seen = [0u32; 4];
+            let draws = 20_000;
+            for _ in 0..draws {
+                seen[softmax(4, temperature, &mut rng, |w| costs[w])] += 1;
+            }
+            for w in 0..4 {
+                let (got, want) = (f64::from(seen[w]) / f64::from(draws), weights[w] / total);
+                assert!((got - want).abs() < 0.015, "T={temperature}, worker {w}: {got} vs {want}");
+            }
+        }
+        // Equal costs: uniform, as are pick_min's ties.
+        let (mut drawn, mut picked) = ([0u32; 3], [0u32; 3]);
+        for _ in 0..3000 {
+            drawn[softmax(3, 1.0, &mut rng, |_| 2.0)] += 1;
+            picked[pick_min(3, &mut rng, |_| 2.0)] += 1;
+        }
+        for seen in [drawn, picked] {
+            assert!(seen.iter().all(|&n| (880..1120).contains(&n)), "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn routing_state_bytes_cover_the_ring_and_the_maps() {
+        let request = |chat: u64, turn: u64| Request {
+            prompt_tokens: 8,
+            prompt_ids: vec![chat, turn],
+            session: crate::trace::Session::Chat {
+                id: chat * 100 + turn,
+                parent: (turn > 0).then(|| chat * 100 + turn - 1),
+            },
+            ..Request::default()
+        };
+        assert_eq!(Routing::new(&Router::parse("kv").unwrap(), 4).heap_bytes(), 0);
+        let mut routing = Routing::new(&Router::parse("session").unwrap(), 4);
+        let ring = 4 * VIRTUAL_NODES as usize * size_of::<(u64, u32)>();
+        assert!((ring..2 * ring).contains(&routing.heap_bytes()), "{}", routing.heap_bytes());
+        let mut rng = fastrand::Rng::with_seed(1);
+        let idle = [Load::default(); 4];
+        for chat in 0..2000 {
+            for turn in 0..2 {
+                routing.choose(&candidates(&request(chat, turn), &[0; 4], &idle), &mut rng);
+            }
+        }
+        // Two maps of 2,000-4,000 entries of at least 12 bytes each.
+        let (roots, sticky) = (routing.roots.len(), routing.sticky.len());
+        let least = ring + (roots + sticky) * 12;
+        assert!(roots >= 2000 && sticky >= 2000, "{roots} {sticky}");
+        assert!(
+            (least..4 * least).contains(&routing.heap_bytes()),
+            "{} vs {least}",
+            routing.heap_bytes()
+        );
     }
 
     #[test]
