@@ -176,7 +176,7 @@ mod tests {
         };
         let mut sum = one;
         sum.add(&one);
-        let doubled = |f: &Funnel| {
+        let stages = |f: &Funnel| {
             [
                 f.f0,
                 f.f1,
@@ -191,7 +191,7 @@ mod tests {
                 f.retrieval,
             ]
         };
-        assert_eq!(doubled(&sum), doubled(&one).map(|v| 2 * v));
+        assert_eq!(stages(&sum), stages(&one).map(|v| 2 * v));
     }
 
     #[test]
