@@ -323,6 +323,7 @@ impl BlockChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::{String, ToString};
 
     /// Each option is ignored by exactly the family that does not use it, and the first one
     /// set is reported.
@@ -361,6 +362,72 @@ mod tests {
             };
             let first = if dynamo { SchemeOption::HashSeed } else { SchemeOption::CacheNamespace };
             assert_eq!(both.ignored_option(), Some(first), "{scheme}");
+        }
+    }
+
+    /// A scheme's name is the one both front ends document, and reads back to the scheme;
+    /// an unknown name is an error that lists them.
+    #[test]
+    fn scheme_names_read_back_and_unknown_ones_list_them() {
+        let names =
+            ["dynamo", "vllm-sha256-cbor", "vllm-xxhash-cbor", "vllm-legacy-sha256-cbor-64bit"];
+        assert_eq!(Scheme::NAMES, names);
+        for (scheme, name) in Scheme::ALL.into_iter().zip(names) {
+            assert_eq!(scheme.name(), name);
+            assert_eq!(scheme.to_string(), name);
+            assert_eq!(Scheme::parse(name), Ok(scheme));
+        }
+        let unknown = Scheme::parse("md5").unwrap_err();
+        assert_eq!(
+            (unknown.kind, unknown.name.as_str(), unknown.expected),
+            ("scheme", "md5", &names[..])
+        );
+    }
+
+    /// Block sizes from 1 to `MAX_BLOCK_SIZE` are accepted, each bound exactly.
+    #[test]
+    fn block_sizes_are_accepted_from_one_to_the_maximum() {
+        assert_eq!(check_block_size(0), Err(ChainError::ZeroBlockSize));
+        assert_eq!(check_block_size(1), Ok(()));
+        assert_eq!(check_block_size(MAX_BLOCK_SIZE), Ok(()));
+        let over = MAX_BLOCK_SIZE + 1;
+        assert_eq!(check_block_size(over), Err(ChainError::BlockSizeTooLarge { block_size: over }));
+    }
+
+    /// A whole sequence's hashes count its complete blocks, in every scheme.
+    #[test]
+    fn block_hashes_count_complete_blocks_only() {
+        for scheme in Scheme::ALL {
+            let spec = ChainSpec::new(scheme, 4);
+            for (tokens, blocks) in [(0, 0), (3, 0), (4, 1), (9, 2)] {
+                let ids: Vec<u32> = (0..tokens).collect();
+                let hashes = spec.hash(&ids).unwrap();
+                assert_eq!((hashes.len(), hashes.is_empty()), (blocks, blocks == 0), "{scheme}");
+            }
+        }
+    }
+
+    /// A spec's vLLM options reach the hasher as its own builder sets them; an empty LoRA
+    /// name or salt is the same as none.
+    #[test]
+    fn vllm_options_reach_the_hasher_and_empty_ones_are_none() {
+        let tokens: Vec<u32> = (0..40).collect();
+        for scheme in Scheme::ALL {
+            let Some(algorithm) = scheme.vllm_algorithm() else { continue };
+            let spec = ChainSpec::new(scheme, 16);
+            let hasher = || VllmHasher::new(algorithm, 16, vllm::DEFAULT_HASH_SEED).unwrap();
+            let ids = |h: VllmHasher| h.hash(&tokens).iter().map(Digest::id).collect::<Vec<_>>();
+            let of = |spec: ChainSpec| spec.hash(&tokens).unwrap().sequence;
+            let base = of(spec.clone());
+            assert_eq!(base, ids(hasher()), "{scheme}");
+            let lora = of(ChainSpec { lora_name: Some("adapter".into()), ..spec.clone() });
+            assert_eq!(lora, ids(hasher().with_lora_name("adapter")), "{scheme}");
+            let salted = of(ChainSpec { cache_salt: Some("salt".into()), ..spec.clone() });
+            assert_eq!(salted, ids(hasher().with_cache_salt("salt")), "{scheme}");
+            assert!(lora != base && salted != base, "{scheme}");
+            let empty_lora = ChainSpec { lora_name: Some(String::new()), ..spec.clone() };
+            let empty_salt = ChainSpec { cache_salt: Some(String::new()), ..spec.clone() };
+            assert_eq!((of(empty_lora), of(empty_salt)), (base.clone(), base), "{scheme}");
         }
     }
 }
