@@ -369,7 +369,7 @@ impl Routing {
         self.routed += 1;
         match self.kind {
             Kind::RoundRobin => ((self.routed - 1) % n as u64) as usize,
-            Kind::Random => rng.usize(..n),
+            Kind::Random => uniform(rng, n),
             Kind::LeastLoaded => pick_min(n, rng, |w| c.loads[w].requests as f64),
             Kind::Kv { overlap_score_credit, prefill_load_scale, temperature } => {
                 let bs = c.engine_block_size as f64;
@@ -478,6 +478,13 @@ fn pick_min(n: usize, rng: &mut fastrand::Rng, key: impl Fn(usize) -> f64) -> us
     best
 }
 
+/// A worker in `0..n` drawn uniformly, the same on every machine: `Rng::usize` draws 32 bits
+/// on a 32-bit target (the browser's wasm32) and 64 on a 64-bit one, which would send the
+/// browser's requests elsewhere than the command line's.
+fn uniform(rng: &mut fastrand::Rng, n: usize) -> usize {
+    rng.u64(..n as u64) as usize
+}
+
 /// A worker drawn with probability `exp(-(cost - min) / ((max - min) * temperature))`
 /// (uniformly when all costs are equal), as Dynamo's router samples.
 fn softmax(
@@ -490,7 +497,7 @@ fn softmax(
     let min = costs.iter().copied().fold(f64::INFINITY, f64::min);
     let max = costs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if max <= min {
-        return rng.usize(..n);
+        return uniform(rng, n);
     }
     let weights: Vec<f64> =
         costs.iter().map(|c| libm::exp(-(c - min) / ((max - min) * temperature))).collect();
@@ -828,6 +835,23 @@ mod tests {
         }
         for seen in [drawn, picked] {
             assert!(seen.iter().all(|&n| (880..1120).contains(&n)), "{seen:?}");
+        }
+    }
+
+    /// Uniform draws (the random router, softmax over equal costs) are 64-bit draws on every
+    /// target, so the browser's 32-bit build routes as the command line does.
+    #[test]
+    fn uniform_draws_are_the_same_on_every_target() {
+        let request = Request { prompt_tokens: 8, prompt_ids: vec![1, 2], ..Request::default() };
+        let loads = [Load::default(); 5];
+        let mut routing = Routing::new(&Router::parse("random").unwrap(), 5);
+        for seed in 0..200 {
+            let expected = fastrand::Rng::with_seed(seed).u64(..5) as usize;
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let chosen = routing.choose(&candidates(&request, &[0; 5], &loads), &mut rng);
+            assert_eq!(chosen, expected, "seed {seed}");
+            let mut rng = fastrand::Rng::with_seed(seed);
+            assert_eq!(softmax(5, 1.0, &mut rng, |_| 3.0), expected, "seed {seed}");
         }
     }
 
