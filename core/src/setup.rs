@@ -291,7 +291,7 @@ pub enum QuantityError {
 /// `GiB`, `TiB`. Units are case-insensitive; blanks around the number and the unit are
 /// ignored. Zero is returned as it is: whether it is allowed is the caller's to say.
 pub fn parse_quantity(text: &str) -> Result<Quantity, QuantityError> {
-    let text = text.trim();
+    let text = text.trim_ascii();
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
         return Err(QuantityError::Unrecognized);
@@ -341,12 +341,12 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
 
 /// The items of a comma-separated list, blanks around each ignored.
 pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
-    text.split(',').map(str::trim)
+    text.split(',').map(str::trim_ascii)
 }
 
 /// Reads a fraction in `[0, 1)`; `text` names it in the error.
 pub fn parse_fraction(text: &str) -> Result<f64, Problem> {
-    match crate::number::parse_f64(text.trim()) {
+    match crate::number::parse_f64(text.trim_ascii()) {
         Some(f) if (0.0..1.0).contains(&f) => Ok(f),
         _ => Err(Problem::NotAFraction(text.into())),
     }
@@ -449,7 +449,7 @@ impl TraceSettings {
 
     /// Sets the stagger from seconds as written (`60`, `0.5`).
     pub fn set_stagger(&mut self, text: &str) -> Result<(), SetupError> {
-        let mut json = Json::new(text.trim().as_bytes());
+        let mut json = Json::new(text.trim_ascii().as_bytes());
         let ms = json.decimal(3).and_then(|ms| json.end().map(|()| ms));
         let ms =
             ms.map_err(|_| SetupError::new(Setting::Stagger, Problem::NotSeconds(text.into())))?;
@@ -501,7 +501,7 @@ impl TraceSettings {
 
 /// A whole number as written (blanks around it ignored), in the range of `T`.
 fn parse_count<T: core::str::FromStr>(setting: Setting, text: &str) -> Result<T, SetupError> {
-    text.trim().parse().map_err(|_| SetupError::new(setting, Problem::NotACount(text.into())))
+    text.trim_ascii().parse().map_err(|_| SetupError::new(setting, Problem::NotACount(text.into())))
 }
 
 /// What `kvreuse replay` is asked for: the trace settings and the grid of histories.
@@ -578,7 +578,7 @@ impl ReplaySettings {
     /// build calls this rather than [`set`](Self::set), which would link the parsers of
     /// numbers it never reads as text.)
     pub fn set_list(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
-        if text.trim().is_empty() {
+        if text.trim_ascii().is_empty() {
             return Err(SetupError::new(setting, Problem::Empty));
         }
         match setting {
@@ -709,7 +709,7 @@ impl FleetSettings {
             Setting::Timing => self.set_timing(text)?,
             Setting::Speedup => {
                 // Not a number, or one set_speedup refuses: the same error.
-                let speedup = crate::number::parse_f64(text.trim());
+                let speedup = crate::number::parse_f64(text.trim_ascii());
                 let speedup = speedup.ok_or_else(|| error(Problem::NotPositive(text.into())))?;
                 self.set_speedup(speedup, text)?;
             }
@@ -736,7 +736,7 @@ impl FleetSettings {
             Timing::Mocker { speedup } => speedup,
             Timing::Instant => 1.0,
         };
-        self.timing = match text.trim() {
+        self.timing = match text.trim_ascii() {
             "instant" => Timing::Instant,
             "mocker" => Timing::Mocker { speedup },
             _ => {
@@ -763,7 +763,7 @@ impl FleetSettings {
     /// text.
     pub fn set_list(&mut self, setting: Setting, text: &str) -> Result<(), SetupError> {
         let error = |problem| SetupError::new(setting, problem);
-        if text.trim().is_empty() {
+        if text.trim_ascii().is_empty() {
             return Err(error(Problem::Empty));
         }
         match setting {

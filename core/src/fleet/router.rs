@@ -129,7 +129,7 @@ impl Router {
 
     /// Reads one router: a name, then optionally `:key=value,key=value`.
     pub fn parse(text: &str) -> Result<Router, RouterError> {
-        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let compact: String = text.split_ascii_whitespace().collect();
         let (name, parameters) = match compact.split_once(':') {
             Some((name, parameters)) => (name, Some(parameters)),
             None => (compact.as_str(), None),
@@ -151,7 +151,7 @@ impl Router {
             _ => {
                 return Err(RouterError::Name(UnknownName {
                     kind: "router",
-                    name: text.trim().into(),
+                    name: text.trim_ascii().into(),
                     expected: &Router::NAMES,
                 }));
             }

@@ -50,7 +50,7 @@ impl Capacity {
     /// Parses one capacity: `inf`, or a [quantity](crate::setup::parse_quantity) whose plain
     /// number counts blocks and whose byte unit makes it a byte budget.
     pub fn parse(text: &str) -> Result<Capacity, CapacityError> {
-        let trimmed = text.trim();
+        let trimmed = text.trim_ascii();
         if trimmed.eq_ignore_ascii_case("inf") || trimmed.eq_ignore_ascii_case("infinite") {
             return Ok(Capacity::Infinite);
         }

@@ -80,7 +80,7 @@ impl Policy {
     /// The policy `text` names (surrounding blanks ignored), or the error both front ends
     /// give.
     pub fn parse(text: &str) -> Result<Policy, UnknownName> {
-        Policy::from_name(text.trim()).ok_or_else(|| UnknownName {
+        Policy::from_name(text.trim_ascii()).ok_or_else(|| UnknownName {
             kind: "policy",
             name: text.into(),
             expected: &Policy::NAMES,

@@ -56,7 +56,7 @@ impl Format {
     /// The format `text` names (surrounding blanks ignored), or the error every front end
     /// gives.
     pub fn parse(text: &str) -> Result<Format, UnknownName> {
-        let name = text.trim();
+        let name = text.trim_ascii();
         Format::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| UnknownName {
             kind: "format",
             name: text.into(),
