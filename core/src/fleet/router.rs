@@ -328,7 +328,7 @@ pub(crate) struct Routing {
     /// Requests routed so far (round-robin).
     routed: u64,
     /// The ring: (position, worker), sorted (prefix-hash, session).
-    ring: Vec<(u64, u32)>,
+    ring: Vec<(u64, usize)>,
     /// Session: each chat's conversation (its first turn's chat id), and each conversation's
     /// worker.
     roots: HashMap<u64, u64, BuildHasherDefault<FxHasher>>,
@@ -342,9 +342,11 @@ impl Routing {
             for w in 0..workers as u64 {
                 for v in 0..VIRTUAL_NODES {
                     let bytes = [w.to_le_bytes(), v.to_le_bytes()].concat();
-                    ring.push((xxh3_64_with_seed(&bytes, RING_SEED), w as u32));
+                    ring.push((xxh3_64_with_seed(&bytes, RING_SEED), w as usize));
                 }
             }
+            // (The same key type as the conversation merge's sort: one sort's code in the
+            // browser build.)
             ring.sort_unstable();
         }
         Routing {
@@ -358,7 +360,7 @@ impl Routing {
 
     /// Heap bytes of the router's state.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.ring.capacity() * size_of::<(u64, u32)>()
+        self.ring.capacity() * size_of::<(u64, usize)>()
             + self.roots.allocation_size()
             + self.sticky.allocation_size()
     }
@@ -443,7 +445,7 @@ impl Routing {
         let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
         let key = xxh3_64_with_seed(&bytes, RING_SEED);
         let at = self.ring.partition_point(|&(position, _)| position < key);
-        let ring_worker = self.ring[at % self.ring.len()].1 as usize;
+        let ring_worker = self.ring[at % self.ring.len()].1;
         let total: u64 = c.loads.iter().map(|l| l.requests).sum();
         if total == 0 {
             return ring_worker;
@@ -868,7 +870,7 @@ mod tests {
         };
         assert_eq!(Routing::new(&Router::parse("kv").unwrap(), 4).heap_bytes(), 0);
         let mut routing = Routing::new(&Router::parse("session").unwrap(), 4);
-        let ring = 4 * VIRTUAL_NODES as usize * size_of::<(u64, u32)>();
+        let ring = 4 * VIRTUAL_NODES as usize * size_of::<(u64, usize)>();
         assert!((ring..2 * ring).contains(&routing.heap_bytes()), "{}", routing.heap_bytes());
         let mut rng = fastrand::Rng::with_seed(1);
         let idle = [Load::default(); 4];

@@ -24,8 +24,9 @@
 //! plus `t`, ties by document, then by order within the document.
 
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt;
 use core::ops::Range;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
@@ -59,8 +60,6 @@ struct Document {
 struct Entry {
     time_ms: u64,
     document: u32,
-    /// Order within the document.
-    order: u32,
     list: u32,
     /// Leading ids shared with the previous request of the list.
     shared: u32,
@@ -115,15 +114,18 @@ impl Conversations {
             seen: Seen::default(),
             splitter: Splitter::default(),
             previous: Vec::new(),
-            order: 0,
         }
     }
 
     /// The requests, merged by time (see the [module docs](self)).
-    pub fn into_requests(mut self) -> impl Iterator<Item = Request> {
-        // The key is unique (a document numbers its requests), so an unstable sort gives the
-        // one order, without the stable sort's extra code in the browser build.
-        self.entries.sort_unstable_by_key(|e| (e.time_ms, e.document, e.order));
+    pub fn into_requests(self) -> impl Iterator<Item = Request> {
+        // Entries were kept document by document, each in its own order, so (time, index) is
+        // the documented order: by time, then document, then order within the document. The
+        // key is unique, so an unstable sort gives that one order (and, on keys of the same
+        // type as the fleet's ring, shares its code in the browser build).
+        let mut order: Vec<(u64, usize)> =
+            self.entries.iter().enumerate().map(|(i, e)| (e.time_ms, i)).collect();
+        order.sort_unstable();
         // Each list's previous request's ids, freed after its last request.
         let mut remaining = alloc::vec![0u32; self.lists as usize];
         for entry in &self.entries {
@@ -131,7 +133,8 @@ impl Conversations {
         }
         let mut buffers: Vec<Vec<u64>> = alloc::vec![Vec::new(); self.lists as usize];
         let Conversations { entries, pool, documents, .. } = self;
-        entries.into_iter().map(move |entry| {
+        order.into_iter().map(move |(_, i)| {
+            let entry = &entries[i];
             let list = entry.list as usize;
             let ids = &mut buffers[list];
             ids.truncate(entry.shared as usize);
@@ -174,8 +177,6 @@ pub struct DocumentReader<'c> {
     splitter: Splitter,
     /// The ids of the conversation's previous request.
     previous: Vec<u64>,
-    /// Requests so far, in document order.
-    order: u32,
 }
 
 impl DocumentReader<'_> {
@@ -196,7 +197,7 @@ impl DocumentReader<'_> {
         self.splitter.finish()?;
         if !self.splitter.saw_requests {
             return Err(error(
-                "requests",
+                &"requests",
                 "missing (a kv-cache-tester document has a `requests` array)",
             ));
         }
@@ -215,15 +216,15 @@ impl DocumentReader<'_> {
             return at(json.skip().and_then(|()| json.end()), &path);
         };
         let path = KEYS[index];
-        at(self.seen.first(index, key, &json), path)?;
+        at(self.seen.first(index, key, &json), &path)?;
         match index {
-            0 => self.id = Some(at(json.string(), path)?.into_owned()),
+            0 => self.id = Some(at(json.string(), &path)?.into_owned()),
             1 => {
-                let own = at(json.u64(), path)?;
+                let own = at(json.u64(), &path)?;
                 let replay = self.set.block_size as u64;
                 if own != replay {
                     return Err(error(
-                        path,
+                        &path,
                         format!(
                             "is {own}, but the replay's block size is {replay} (give --block-size {own}, or leave it out)"
                         ),
@@ -232,12 +233,12 @@ impl DocumentReader<'_> {
                 self.block_size = Some(own);
             }
             _ => {
-                self.global = match at(json.string(), path)?.as_ref() {
+                self.global = match at(json.string(), &path)?.as_ref() {
                     "local" => false,
                     "global" => true,
                     other => {
                         return Err(error(
-                            path,
+                            &path,
                             format!(
                                 "is {}, not \"local\" or \"global\"",
                                 crate::names::Quoted(other)
@@ -247,13 +248,13 @@ impl DocumentReader<'_> {
                 };
             }
         }
-        at(json.end(), path)
+        at(json.end(), &path)
     }
 
     /// One element of `requests`: a request, or a sub-agent with its requests.
     fn element(&mut self, index: usize, value: &[u8]) -> Result<(), TraceError> {
-        let path = format!("requests[{index}]");
-        let element = read_element(value, &path, self.set.block_size)?;
+        let place = Place { index, inner: None };
+        let element = read_element(value, place, self.set.block_size)?;
         match element.requests {
             None => {
                 let (start, list) = (self.start_ms, self.own_list);
@@ -287,25 +288,42 @@ impl DocumentReader<'_> {
         set.entries.push(Entry {
             time_ms: base_ms.saturating_add(request.t_ms),
             document: self.index,
-            order: self.order,
             list,
             shared: shared as u32,
             added: start..set.pool.len(),
             prompt_tokens: request.prompt_tokens,
             output_tokens: request.output_tokens,
         });
-        self.order += 1;
         *previous = request.ids;
     }
 }
 
-fn error(path: &str, message: impl Into<String>) -> TraceError {
-    TraceError::Document { path: path.into(), message: message.into() }
+/// An error at `path` in the document (the path is written out only then).
+fn error(path: &dyn fmt::Display, message: impl Into<String>) -> TraceError {
+    TraceError::Document { path: path.to_string(), message: message.into() }
 }
 
 /// A JSON error at `path` in the document.
-fn at<T>(result: Result<T, JsonError>, path: &str) -> Result<T, TraceError> {
+fn at<T>(result: Result<T, JsonError>, path: &dyn fmt::Display) -> Result<T, TraceError> {
     result.map_err(|e| error(path, e.message))
+}
+
+/// Where an element of `requests` is: `requests[index]`, or the request `inner` of the
+/// sub-agent there. Kept as numbers, so a path is formatted only for an error.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    index: usize,
+    inner: Option<usize>,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "requests[{}]", self.index)?;
+        match self.inner {
+            Some(inner) => write!(f, ".requests[{inner}]"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A request as read: its time from its list's start, tokens, and ids.
@@ -325,20 +343,19 @@ struct Element {
     requests: Option<Vec<Read>>,
 }
 
-/// Reads an element of `requests` at `path`: a request, or a sub-agent entry and its
+/// Reads the element of `requests` at `place`: a request, or a sub-agent entry and its
 /// requests. A request's `hash_ids` may not outnumber the complete blocks of its `in`.
-fn read_element(value: &[u8], path: &str, block_size: usize) -> Result<Element, TraceError> {
+fn read_element(value: &[u8], place: Place, block_size: usize) -> Result<Element, TraceError> {
     let mut json = Json::new(value);
-    let element = read_object(&mut json, path, block_size, true)?;
-    at(json.end(), path)?;
+    let element = read_object(&mut json, place, block_size)?;
+    at(json.end(), &place)?;
     Ok(element)
 }
 
 fn read_object(
     json: &mut Json<'_>,
-    path: &str,
+    place: Place,
     block_size: usize,
-    top: bool,
 ) -> Result<Element, TraceError> {
     const KEYS: [&str; 7] = ["t", "type", "in", "out", "hash_ids", "duration_ms", "requests"];
     let mut element = Element::default();
@@ -349,7 +366,6 @@ fn read_object(
         let Some(index) = KEYS.iter().position(|&k| k.as_bytes() == key) else {
             return json.skip();
         };
-        let field = format!("{path}.{}", KEYS[index]);
         let read: Result<(), JsonError> = (|| {
             seen.first(index, key, json)?;
             match index {
@@ -359,13 +375,13 @@ fn read_object(
                 3 => element.own.output_tokens = json.u64()?,
                 4 => json.u64_array(ids.insert(Vec::new()))?,
                 5 => element.duration_ms = if json.null() { None } else { Some(json.decimal(0)?) },
-                _ if top => {
+                _ if place.inner.is_none() => {
                     let mut requests = Vec::new();
                     let mut j = 0;
                     json.array(|json| {
-                        let inner = format!("{path}.requests[{j}]");
+                        let inner = Place { inner: Some(j), ..place };
                         j += 1;
-                        match read_object(json, &inner, block_size, false) {
+                        match read_object(json, inner, block_size) {
                             Ok(element) => {
                                 requests.push(element.own);
                                 Ok(())
@@ -384,24 +400,25 @@ fn read_object(
         })();
         read.inspect_err(|e| {
             if failed.is_none() {
+                let field = format_args!("{place}.{}", KEYS[index]);
                 failed = Some(error(&field, e.message.clone()));
             }
         })
     });
     if let Err(e) = result {
-        return Err(failed.unwrap_or_else(|| error(path, e.message)));
+        return Err(failed.unwrap_or_else(|| error(&place, e.message)));
     }
     if subagent && element.requests.is_none() {
-        return Err(error(path, "a sub-agent entry needs its `requests`"));
+        return Err(error(&place, "a sub-agent entry needs its `requests`"));
     }
     if !subagent {
         element.requests = None;
-        let input = input.ok_or_else(|| error(path, "missing `in` (prompt tokens)"))?;
-        let ids = ids.ok_or_else(|| error(path, "missing `hash_ids`"))?;
+        let input = input.ok_or_else(|| error(&place, "missing `in` (prompt tokens)"))?;
+        let ids = ids.ok_or_else(|| error(&place, "missing `hash_ids`"))?;
         let complete = input / block_size as u64;
         if ids.len() as u64 > complete {
             return Err(error(
-                &format!("{path}.hash_ids"),
+                &format_args!("{place}.hash_ids"),
                 format!(
                     "has {} ids, but `in` ({input} tokens) holds only {complete} complete blocks of {block_size}",
                     ids.len()
@@ -411,7 +428,7 @@ fn read_object(
         element.own.prompt_tokens = input;
         element.own.ids = ids;
     }
-    element.own.t_ms = t.ok_or_else(|| error(path, "missing `t`"))?;
+    element.own.t_ms = t.ok_or_else(|| error(&place, "missing `t`"))?;
     Ok(element)
 }
 
@@ -548,7 +565,7 @@ impl Splitter {
         } else {
             format!("byte {byte:#04x}")
         };
-        error("document", format!("expected {expected} at byte {}, found {found}", self.offset))
+        error(&"document", format!("expected {expected} at byte {}, found {found}", self.offset))
     }
 
     fn feed(
@@ -609,10 +626,10 @@ impl Splitter {
                 Phase::Value if blank => {}
                 Phase::Value if self.key == b"requests" => {
                     if byte != b'[' {
-                        return Err(error("requests", "is not an array"));
+                        return Err(error(&"requests", "is not an array"));
                     }
                     if self.saw_requests {
-                        return Err(error("requests", "given twice"));
+                        return Err(error(&"requests", "given twice"));
                     }
                     self.saw_requests = true;
                     self.phase = Phase::Element { first: true };
@@ -696,9 +713,9 @@ impl Splitter {
         match self.phase {
             Phase::End => Ok(()),
             Phase::Start => {
-                Err(error("document", "empty (a kv-cache-tester document is one JSON object)"))
+                Err(error(&"document", "empty (a kv-cache-tester document is one JSON object)"))
             }
-            _ => Err(error("document", format!("ends too early, at byte {}", self.offset))),
+            _ => Err(error(&"document", format!("ends too early, at byte {}", self.offset))),
         }
     }
 }
@@ -706,7 +723,6 @@ impl Splitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::ToString;
     use alloc::vec;
 
     const PARENT: &str = r#"{"id": "conv-a", "models": ["m"], "block_size": 4, "hash_id_scope": "local",
