@@ -42,22 +42,18 @@ pub fn sequence_hash(parent: Option<u64>, local: u64) -> u64 {
 }
 
 /// XXH3-64 of `tokens` as little-endian `u32` bytes.
-#[cfg(target_endian = "little")]
 #[inline]
 fn hash_tokens(tokens: &[u32], seed: u64) -> u64 {
-    // On little-endian targets a `u32` slice already is its little-endian byte string.
-    xxh3_64_with_seed(bytemuck::cast_slice(tokens), seed)
-}
-
-#[cfg(target_endian = "big")]
-#[inline]
-fn hash_tokens(tokens: &[u32], seed: u64) -> u64 {
-    hash_tokens_portable(tokens, seed)
+    if cfg!(target_endian = "little") {
+        // A `u32` slice already is its little-endian byte string.
+        xxh3_64_with_seed(bytemuck::cast_slice(tokens), seed)
+    } else {
+        hash_tokens_portable(tokens, seed)
+    }
 }
 
 /// The byte-order independent form of [`hash_tokens`], used on big-endian targets and checked
 /// against the fast form in tests.
-#[cfg_attr(target_endian = "little", allow(dead_code))]
 fn hash_tokens_portable(tokens: &[u32], seed: u64) -> u64 {
     let mut h = Xxh3::with_seed(seed);
     for t in tokens {
@@ -372,5 +368,30 @@ mod tests {
             h.hash_multimodal(&tokens, &[None, None, None]),
             Err(ChainError::MultimodalBlocksMismatch { given: 3, blocks: 2 })
         );
+    }
+
+    /// Eagle mode is kept and widens the window by one token.
+    #[test]
+    fn eagle_windows_are_one_token_wider() {
+        let plain = DynamoHasher::new(16).unwrap();
+        let eagle = plain.with_eagle(true);
+        assert_eq!((plain.is_eagle(), plain.window_len()), (false, 16));
+        assert_eq!((eagle.is_eagle(), eagle.window_len(), eagle.block_size()), (true, 17, 16));
+    }
+
+    /// A chain's parent is the last complete block's sequence hash, whatever the chunks.
+    #[test]
+    fn the_parent_is_the_last_complete_block() {
+        let h = DynamoHasher::new(4).unwrap();
+        let tokens: Vec<u32> = (0..19).collect();
+        let whole = h.hash(&tokens).sequence;
+        let mut chain = DynamoChain::new(h);
+        assert_eq!(chain.parent(), None);
+        for (end, blocks) in [(3, 0), (4, 1), (11, 2), (19, 4)] {
+            let start = chain.blocks() * 4 + chain.pending().len();
+            chain.extend(&tokens[start..end], |_| {});
+            assert_eq!(chain.blocks(), blocks);
+            assert_eq!(chain.parent(), blocks.checked_sub(1).map(|b| whole[b]), "after {end}");
+        }
     }
 }

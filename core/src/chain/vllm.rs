@@ -274,6 +274,7 @@ impl VllmChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     #[test]
     fn id_is_the_low_64_bits() {
@@ -292,5 +293,24 @@ mod tests {
         // Block 1 differs only through its parent.
         let mut buf = Vec::new();
         assert_eq!(b[1], base.block_digest(&b[0], &tokens[2..], false, &mut buf));
+    }
+
+    /// A digest prints as its hex bytes, in `Debug` as `Digest(...)` too.
+    #[test]
+    fn digests_print_as_hex() {
+        let digest = Digest::from_slice(&[0x00, 0x1f, 0xa0, 0xff, 1, 2, 3, 4]);
+        assert_eq!(format!("{digest:x}"), "001fa0ff01020304");
+        assert_eq!(format!("{digest:?}"), "Digest(001fa0ff01020304)");
+    }
+
+    /// The accessors give back the settings a hasher was made with.
+    #[test]
+    fn a_hasher_keeps_its_settings() {
+        for (algorithm, block_size) in
+            [(VllmAlgorithm::Sha256Cbor, 16), (VllmAlgorithm::XxhashCbor, 3)]
+        {
+            let hasher = VllmHasher::new(algorithm, block_size, DEFAULT_HASH_SEED).unwrap();
+            assert_eq!((hasher.algorithm(), hasher.block_size()), (algorithm, block_size));
+        }
     }
 }
