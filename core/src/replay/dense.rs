@@ -53,9 +53,12 @@ impl DenseIds {
             return self.number(id);
         }
         if self.map.len() == self.map.capacity() {
+            // Room for as many again (16 at least), so that inserting never allocates.
             let more = self.map.len().max(16);
-            let bytes = (self.map.len() + more) * 2 * size_of::<(u64, u32)>();
-            self.map.try_reserve(more).map_err(|_| bytes)?;
+            self.map.try_reserve(more).map_err(|error| match error {
+                hashbrown::TryReserveError::AllocError { layout } => layout.size(),
+                hashbrown::TryReserveError::CapacityOverflow => usize::MAX,
+            })?;
         }
         let number = *self.map.entry(id).or_insert(next);
         if number == next {
@@ -64,10 +67,9 @@ impl DenseIds {
         Ok(number)
     }
 
-    /// Heap bytes held (an estimate for the map: its entries and control bytes).
+    /// Heap bytes held: the array's and the map's allocations.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.direct.capacity() * size_of::<u32>()
-            + self.map.capacity() * (size_of::<(u64, u32)>() + 1)
+        self.direct.capacity() * size_of::<u32>() + self.map.allocation_size()
     }
 
     /// Extends the direct array to `size` slots, moving the ids it now covers out of the map.
@@ -121,5 +123,37 @@ mod tests {
             assert_eq!(dense.len(), model.len());
         }
         assert!(!dense.direct.is_empty() && !dense.map.is_empty());
+    }
+
+    /// Where each new id goes, at the edges of the rule: the array while the id stays below
+    /// `DIRECT_SLACK` slots per distinct id plus `MIN_DIRECT`, grown to the next power of
+    /// two but never past that limit; the map from the limit on, reserving 16 entries at a
+    /// time; ids the grown array covers move out of the map with their numbers.
+    #[test]
+    fn ids_go_to_the_array_below_the_limit_and_to_the_map_from_it() {
+        // 4 slots per distinct id, plus 2^16 (written out: the constants are under test).
+        let limit = |distinct: usize| 4 * (distinct + 1) + 65_536;
+        let mut dense = DenseIds::default();
+        let mut placed = |id: u64, number: u32, direct: usize, map: usize| {
+            assert_eq!(dense.number(id), Ok(number), "id {id}");
+            assert_eq!((dense.direct.len(), dense.map.len()), (direct, map), "id {id}");
+            // The array is reserved exactly, so its heap bytes are the slots it covers.
+            assert_eq!(dense.direct.capacity(), direct, "id {id}");
+            dense.map.capacity()
+        };
+        // Just below the first limit: the array, cut at the limit (not 2^17).
+        let first = limit(0) as u64 - 1;
+        placed(first, 0, limit(0), 0);
+        // One distinct id later the limit is higher: the array again.
+        let second = limit(1) as u64 - 1;
+        placed(second, 1, limit(1), 0);
+        // Exactly at the limit: the map, with room for 16 at once.
+        let third = limit(2) as u64;
+        assert!(placed(third, 2, limit(1), 1) >= 16);
+        // The array grows past `third`, which moves into it, number kept.
+        let fourth = limit(3) as u64 - 1;
+        placed(fourth, 3, limit(3), 0);
+        placed(third, 2, limit(3), 0);
+        assert_eq!(dense.direct[third as usize], 2);
     }
 }

@@ -334,14 +334,28 @@ mod tests {
         let mut histories = Histories::new(&config);
         histories.grow(IDS as usize).unwrap();
         assert_eq!(histories.words(), 2);
+        // Each per-id array is reserved exactly: room for the next power of two of ids, no
+        // more, also after growing again.
+        for ids in [IDS as usize, 100] {
+            histories.grow(ids).unwrap();
+            let room = ids.next_power_of_two();
+            assert_eq!(histories.present.capacity(), room * 2);
+            assert_eq!(histories.nodes.capacity(), room * capacities.len());
+        }
         let mut fifos = vec![VecDeque::<(u32, u64)>::new(); capacities.len()];
         let mut lrus = fifos.clone();
         let mut rng = 0x2545_f491_4f6c_dd1du64;
+        // `inf` holds everything from the first request that taught it an id.
+        let mut first_taught = None;
         for stamp in 0..3000u64 {
             let ids: Vec<u32> =
                 (0..xorshift(&mut rng) % 4).map(|_| (xorshift(&mut rng) % 30) as u32).collect();
             let mut evictions = vec![0; config.len()];
             histories.learn(&ids, stamp, &mut evictions);
+            if first_taught.is_none() && !ids.is_empty() {
+                first_taught = Some(stamp);
+            }
+            assert_eq!(histories.oldest_stamp(0), first_taught);
             for (k, &capacity) in capacities.iter().enumerate() {
                 let (fifo, lru) = (&mut fifos[k], &mut lrus[k]);
                 let (mut fifo_evicted, mut lru_evicted) = (0, 0);
