@@ -1,10 +1,11 @@
+use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::replay::{Policy, Replay, ReplayConfig};
+use crate::replay::{Policy, Replay, ReplayConfig, ReplayError};
 
 /// A trace of `n` requests over a few shared prefixes: prompt `tokens`, ids per block of
 /// `bs`, outputs of a few tokens, timestamps `gap_ms` apart.
@@ -228,6 +229,11 @@ fn settings_out_of_range_are_refused() {
     for (c, error) in [
         (config(vec![shape(0, 10)], MOCKER, 4), FleetError::Workers(0)),
         (config(vec![shape(2, 0)], MOCKER, 4), FleetError::WorkerCapacity(0)),
+        // A slot number of u32::MAX means "none" in a cache: one block less is the most.
+        (
+            config(vec![shape(2, 4_294_967_295)], MOCKER, 4),
+            FleetError::WorkerCapacity(u32::MAX as usize),
+        ),
         (config(vec![], MOCKER, 4), FleetError::NoShapes),
         (config(vec![shape(1, 1)], Timing::Mocker { speedup: 0.0 }, 4), FleetError::Speedup),
         (config(vec![shape(1, 1)], MOCKER, 0), FleetError::ZeroBlockSize),
@@ -237,6 +243,51 @@ fn settings_out_of_range_are_refused() {
         ),
     ] {
         assert_eq!(Fleet::new(&c).unwrap_err(), error);
+    }
+    // The bounds themselves are allowed (caches fill lazily: nothing this big is allocated).
+    assert!(Fleet::new(&config(vec![shape(2, 4_294_967_294)], MOCKER, 4)).is_ok());
+    assert!(Fleet::new(&config(vec![shape(65_536, 1)], MOCKER, 4)).is_ok());
+}
+
+/// Requests pushed, and requests in flight: arrivals at one instant cannot finish before the
+/// next one, so every request stays in flight in every shape until the fleet plays out.
+#[test]
+fn requests_and_requests_in_flight_are_counted() {
+    let shape = |workers| Shape { workers, worker_capacity: 100, router: router("kv") };
+    let mut fleet = Fleet::new(&config(vec![shape(1), shape(2), shape(3)], MOCKER, 4)).unwrap();
+    let requests = trace(10, 4, 0, 7);
+    for (i, r) in requests.iter().enumerate() {
+        fleet.push(r).unwrap();
+        assert_eq!((fleet.requests(), fleet.in_flight()), (i + 1, 3 * (i + 1)));
+    }
+    fleet.play_out().unwrap();
+    assert_eq!((fleet.requests(), fleet.in_flight()), (10, 0));
+}
+
+#[test]
+fn errors_and_timings_say_what_they_are() {
+    assert_eq!((Timing::Instant.name(), MOCKER.name()), ("instant", "mocker"));
+    for (error, text) in [
+        (FleetError::ZeroBlockSize, "block size must be at least 1"),
+        (
+            FleetError::BlockSizes { trace: 16, engine: 24 },
+            "the engine block size (24) must divide the trace's block size (16) or be a \
+             multiple of it",
+        ),
+        (FleetError::Workers(0), "workers must be between 1 and 65536, not 0"),
+        (
+            FleetError::WorkerCapacity(0),
+            "a worker's capacity must be between 1 and 4294967294 blocks, not 0",
+        ),
+        (FleetError::NoShapes, "nothing to simulate: no workers, capacities or routers"),
+        (FleetError::Speedup, "the speedup must be a positive number"),
+        (FleetError::Seed(1 << 53), "the seed must be below 2^53, not 9007199254740992"),
+        (
+            FleetError::History(ReplayError::ZeroBlockSize),
+            "the ceiling's history: block size must be at least 1",
+        ),
+    ] {
+        assert_eq!(error.to_string(), text);
     }
 }
 

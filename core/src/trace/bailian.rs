@@ -93,6 +93,26 @@ mod tests {
         assert_eq!((r.session, r.timestamp), (Session::Chat { id: 0, parent: None }, Some(0)));
     }
 
+    /// A line of exactly 64 MiB (blanks after the record) is read; one byte more is too long.
+    #[test]
+    fn lines_up_to_64_mib_are_read() {
+        let mut line = br#"{"input_length": 4, "hash_ids": [9]}"#.to_vec();
+        line.resize(64 << 20, b' ');
+        assert_eq!(parse_bailian_line(&line, 16).unwrap().unwrap().prompt_ids, [9]);
+        line.push(b' ');
+        assert_eq!(parse_bailian_line(&line, 16), Err(TraceError::LineTooLong));
+    }
+
+    /// A line that is not an object is refused at its first character (1-based column).
+    #[test]
+    fn a_record_that_is_not_an_object_is_refused_where_it_starts() {
+        let error = TraceError::Json {
+            message: "a record is a JSON object (`{...}`)".into(),
+            column: Some(3),
+        };
+        assert_eq!(parse_bailian_line(b"  [1]", 16), Err(error));
+    }
+
     #[test]
     fn bad_bailian_records_name_what_is_wrong() {
         for (line, mention) in [

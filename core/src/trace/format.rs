@@ -73,11 +73,6 @@ impl Format {
             Format::KvcacheTester => 64,
         }
     }
-
-    /// Whether a file of this format is one JSON document rather than a record per line.
-    pub const fn is_document(self) -> bool {
-        matches!(self, Format::KvcacheTester)
-    }
 }
 
 impl fmt::Display for Format {
@@ -147,6 +142,15 @@ pub fn sniff(head: &[u8]) -> Sniffed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_print_and_parse_by_name() {
+        for (format, name) in Format::ALL.into_iter().zip(Format::NAMES) {
+            assert_eq!(alloc::format!("{format}"), name);
+            assert_eq!(Format::parse(&alloc::format!(" {name} ")), Ok(format));
+        }
+        assert_eq!(Format::NAMES, ["mooncake", "bailian", "kvcache-tester", "tokens"]);
+    }
 
     #[test]
     fn formats_are_told_by_their_first_keys_even_when_cut() {

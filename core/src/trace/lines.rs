@@ -59,11 +59,6 @@ impl Lines {
         Lines::default()
     }
 
-    /// The number of the next line to be completed.
-    pub fn next_line(&self) -> u64 {
-        self.next
-    }
-
     /// Bytes held for a line that has not ended yet.
     pub fn pending_bytes(&self) -> usize {
         self.pending.len()
@@ -77,16 +72,14 @@ impl Lines {
         each: &mut impl FnMut(Piece<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         if self.head < BOM.len() {
-            // The file's first bytes wait until it is clear whether they are a byte order
-            // mark (a chunk may end inside one).
+            // The file's first three bytes go through `pending` one chunk at a time (a chunk
+            // may end inside a byte order mark): unless they hold a line end, the start of the
+            // line is kept there, so all three are side by side when the third arrives.
             let take = (BOM.len() - self.head).min(chunk.len());
             self.pending.extend_from_slice(&chunk[..take]);
             chunk = &chunk[take..];
             self.head += take;
-            if self.head < BOM.len() {
-                return Ok(());
-            }
-            if self.pending.starts_with(BOM) {
+            if self.head == BOM.len() && self.pending.starts_with(BOM) {
                 self.pending.drain(..BOM.len());
             }
             // Those bytes may hold whole lines of their own (a file that starts "\n\n").
@@ -268,6 +261,74 @@ mod tests {
             [(1, b"a".to_vec()), (2, b"\xEF\xBB\xBFb".to_vec()), (1, b"c".to_vec())],
             "a second file is numbered from 1 and loses its own mark"
         );
+    }
+
+    /// A line whose last byte comes in a later chunk is judged with it: 64 MiB is read, one
+    /// byte more is too long; the next line is line 2 either way.
+    #[test]
+    fn a_line_completed_by_a_later_chunk_is_judged_whole() {
+        for (len, want) in [(MAX_LINE_BYTES, None), (MAX_LINE_BYTES + 1, Some(1))] {
+            let mut lines = Lines::new();
+            let (mut too_long, mut read) = (None, Vec::new());
+            let mut each = |piece: Piece<'_>| -> Result<(), ()> {
+                match piece {
+                    Piece::TooLong { line } => too_long = Some(line),
+                    Piece::Lines { first, text } => read.push((first, text.len())),
+                }
+                Ok(())
+            };
+            lines.feed(&vec![b'x'; len - 1], &mut each).unwrap();
+            lines.feed(b"x\ny\n", &mut each).unwrap();
+            assert_eq!(too_long, want, "a line of {len} bytes");
+            let first = if want.is_none() { vec![(1, len + 1)] } else { vec![] };
+            assert_eq!(read, [first, vec![(2, 2)]].concat(), "a line of {len} bytes");
+        }
+    }
+
+    /// The kept start of a line may reach 64 MiB; one byte more and it is dropped, the line
+    /// reported at once and its rest skipped up to its end.
+    #[test]
+    fn the_kept_start_of_a_line_stops_at_64_mib() {
+        for (more, reported) in [(MAX_LINE_BYTES - 1, false), (MAX_LINE_BYTES, true)] {
+            let mut lines = Lines::new();
+            let (mut too_long, mut read) = (None, Vec::new());
+            let mut each = |piece: Piece<'_>| -> Result<(), ()> {
+                match piece {
+                    Piece::TooLong { line } => too_long = Some(line),
+                    Piece::Lines { first, text } => {
+                        read.extend(numbered(first, text).map(|(n, l)| (n, l.len())));
+                    }
+                }
+                Ok(())
+            };
+            lines.feed(b"a\nx", &mut each).unwrap();
+            lines.feed(&vec![b'x'; more], &mut each).unwrap();
+            let kept = lines.pending_bytes();
+            // The line ends: after more of its bytes if it was reported (they are skipped).
+            let rest: &[u8] = if reported { b"xx\nbb\n" } else { b"\nbb\n" };
+            lines.feed(rest, &mut each).unwrap();
+            assert_eq!(too_long, reported.then_some(2), "1 + {more} bytes");
+            assert_eq!(kept, if reported { 0 } else { 1 + more });
+            let second = if reported { vec![] } else { vec![(2, 1 + more)] };
+            assert_eq!(read, [vec![(1, 1)], second, vec![(3, 2)]].concat(), "1 + {more} bytes");
+        }
+    }
+
+    /// Only the start of a line a chunk cuts is kept (and, at a file's start, up to three
+    /// bytes that may be a byte order mark).
+    #[test]
+    fn only_the_start_of_an_unfinished_line_is_kept() {
+        let mut lines = Lines::new();
+        let mut nothing = |_: Piece<'_>| -> Result<(), ()> { Ok(()) };
+        let mut kept = |chunk: &[u8]| {
+            lines.feed(chunk, &mut nothing).unwrap();
+            lines.pending_bytes()
+        };
+        assert_eq!(kept(b"ab"), 2);
+        assert_eq!(kept(b"c"), 3);
+        assert_eq!(kept(b"d\nef"), 2);
+        assert_eq!(kept(b"g\nh\n"), 0);
+        assert_eq!(kept(b"12345"), 5);
     }
 
     #[test]

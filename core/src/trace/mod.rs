@@ -410,6 +410,18 @@ mod tests {
         }
     }
 
+    /// A line of exactly 64 MiB (blanks after the record) is read; one byte more is too long.
+    #[test]
+    fn lines_up_to_64_mib_are_read() {
+        let record = br#"{"input_length": 4, "hash_ids": [9]}"#;
+        let mut line = record.to_vec();
+        line.resize(64 << 20, b' ');
+        let r = parse_line(&line, &hasher(4)).unwrap().unwrap();
+        assert_eq!(r.prompt_ids, [9]);
+        line.push(b' ');
+        assert_eq!(parse_line(&line, &hasher(4)), Err(TraceError::LineTooLong));
+    }
+
     #[test]
     fn errors_name_the_column_and_the_key_that_does_not_belong() {
         let h = hasher(4);
