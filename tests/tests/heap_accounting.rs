@@ -114,10 +114,10 @@ fn fleet_heap_bytes_match_the_allocator() {
         fleet.push(request).unwrap();
         if i % 1500 == 1499 {
             let (counted, measured) = (fleet.heap_bytes() as f64, (live() - before) as f64);
-            // Never more than allocated; what it leaves out (measured 3-5% here: the fleet's
-            // own buffers) stays below 10%.
+            // Never more than allocated; what it leaves out (measured 0.1-0.3% here: the
+            // fleet's small buffers) stays below 2%.
             assert!(
-                counted <= measured && counted >= 0.9 * measured,
+                counted <= measured && counted >= 0.98 * measured,
                 "after {} requests: heap_bytes {counted} against {measured} allocated",
                 i + 1
             );
@@ -156,8 +156,9 @@ fn replay_heap_bytes_match_the_allocator() {
             replay.push(request).unwrap();
             if i % 1500 == 1499 {
                 let (counted, measured) = (replay.heap_bytes() as f64, (live() - before) as f64);
+                // Measured 99.7-99.9%: the replay's small buffers are left out.
                 assert!(
-                    counted <= measured && counted >= 0.9 * measured,
+                    counted <= measured && counted >= 0.98 * measured,
                     "small ids {small}, after {} requests: heap_bytes {counted} against \
                      {measured} allocated",
                     i + 1

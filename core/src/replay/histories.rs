@@ -151,10 +151,13 @@ impl Histories {
             .saturating_add(nodes.saturating_mul(size_of::<Node>()))
     }
 
-    /// Heap bytes held: the per-id arrays and each FIFO's ring.
+    /// Heap bytes held: the per-id arrays, and each FIFO's ring and request spans.
     pub(crate) fn heap_bytes(&self) -> usize {
-        let rings: usize = self.fifos.iter().map(|f| f.ring.capacity() * size_of::<u32>()).sum();
-        Self::bytes(self.present.capacity(), self.nodes.capacity()).saturating_add(rings)
+        let fifo = |f: &Fifo| {
+            f.ring.capacity() * size_of::<u32>() + f.spans.capacity() * size_of::<(u64, u64)>()
+        };
+        let fifos: usize = self.fifos.iter().map(fifo).sum();
+        Self::bytes(self.present.capacity(), self.nodes.capacity()).saturating_add(fifos)
     }
 
     /// Histories of each policy: FIFO, LRU, `inf`.
