@@ -113,18 +113,35 @@ fn fleet_heap_bytes_match_the_allocator() {
     for (i, request) in requests.iter().enumerate() {
         fleet.push(request).unwrap();
         if i % 1500 == 1499 {
-            let (counted, measured) = (fleet.heap_bytes() as f64, (live() - before) as f64);
-            // Never more than allocated; what it leaves out (measured 0.1-0.3% here: the
-            // fleet's small buffers) stays below 2%.
-            assert!(
-                counted <= measured && counted >= 0.98 * measured,
-                "after {} requests: heap_bytes {counted} against {measured} allocated",
-                i + 1
+            assert_counts_its_heap(
+                &format!("fleet, {} requests", i + 1),
+                fleet.heap_bytes(),
+                before,
             );
             checked += 1;
         }
     }
     assert_eq!(checked, 4);
+}
+
+/// An engine's own heap figure against the bytes this thread holds since `before`: never more,
+/// and what it leaves out (measured 0.1-0.3% for both engines: their small buffers) below 2%.
+fn assert_counts_its_heap(what: &str, counted: usize, before: isize) {
+    let (counted, measured) = (counted as f64, (live() - before) as f64);
+    assert!(
+        counted <= measured && counted >= 0.98 * measured,
+        "{what}: heap_bytes {counted} against {measured} allocated"
+    );
+}
+
+/// Runs `f` with this thread's requests above `limit` bytes refused; returns what it returned
+/// and the largest request refused.
+fn refusing_above<R>(limit: usize, f: impl FnOnce() -> R) -> (R, usize) {
+    LIMIT.with(|l| l.set(limit));
+    REFUSED.with(|refused| refused.set(0));
+    let result = f();
+    LIMIT.with(|l| l.set(usize::MAX));
+    (result, REFUSED.with(Cell::get))
 }
 
 /// `requests(n, 16)` with small ids (below 2^16, the replay's array of dense ids) when
@@ -152,19 +169,16 @@ fn replay_heap_bytes_match_the_allocator() {
         let requests = replay_requests(6000, small);
         let before = live();
         let mut replay = Replay::new(&replay_config()).unwrap();
+        let mut checked = 0;
         for (i, request) in requests.iter().enumerate() {
             replay.push(request).unwrap();
             if i % 1500 == 1499 {
-                let (counted, measured) = (replay.heap_bytes() as f64, (live() - before) as f64);
-                // Measured 99.7-99.9%: the replay's small buffers are left out.
-                assert!(
-                    counted <= measured && counted >= 0.98 * measured,
-                    "small ids {small}, after {} requests: heap_bytes {counted} against \
-                     {measured} allocated",
-                    i + 1
-                );
+                let what = format!("replay, small ids {small}, {} requests", i + 1);
+                assert_counts_its_heap(&what, replay.heap_bytes(), before);
+                checked += 1;
             }
         }
+        assert_eq!(checked, 4);
     }
 }
 
@@ -175,16 +189,12 @@ fn a_refused_allocation_is_reported_with_its_bytes() {
     for small in [true, false] {
         let requests = replay_requests(6000, small);
         let mut replay = Replay::new(&replay_config()).unwrap();
-        LIMIT.with(|limit| limit.set(64 << 10));
-        REFUSED.with(|refused| refused.set(0));
-        let failed = requests.iter().position(|request| replay.push(request).is_err());
-        let Some(at) = failed else {
-            LIMIT.with(|limit| limit.set(usize::MAX));
+        let (failed, refused) = refusing_above(64 << 10, || {
+            requests.iter().enumerate().find_map(|(at, r)| replay.push(r).err().map(|e| (at, e)))
+        });
+        let Some((at, error)) = failed else {
             panic!("small ids {small}: no allocation was refused");
         };
-        let error = replay.push(&requests[at]).unwrap_err();
-        LIMIT.with(|limit| limit.set(usize::MAX));
-        let refused = REFUSED.with(Cell::get);
         let ReplayError::OutOfMemory { bytes, histories, .. } = error else {
             panic!("small ids {small}: {error}");
         };
@@ -201,11 +211,7 @@ fn a_refused_allocation_is_reported_with_its_bytes() {
 fn a_refused_array_of_small_ids_is_reported_with_its_bytes() {
     let request = Request { prompt_ids: vec![60_000], prompt_tokens: 16, ..Request::default() };
     let mut replay = Replay::new(&replay_config()).unwrap();
-    LIMIT.with(|limit| limit.set(64 << 10));
-    REFUSED.with(|refused| refused.set(0));
-    let result = replay.push(&request);
-    LIMIT.with(|limit| limit.set(usize::MAX));
-    let refused = REFUSED.with(Cell::get);
+    let (result, refused) = refusing_above(64 << 10, || replay.push(&request));
     match result {
         Err(ReplayError::OutOfMemory { bytes, ids: 0, .. }) => {
             assert_eq!((bytes, refused), (4 << 16, 4 << 16));
