@@ -405,10 +405,8 @@ impl<'a> Json<'a> {
                 round_up = d >= 5;
             }
         }
-        if exp > 0 {
-            for _ in 0..exp {
-                value = value.checked_mul(10).ok_or_else(too_large)?;
-            }
+        for _ in 0..exp {
+            value = value.checked_mul(10).ok_or_else(too_large)?;
         }
         if round_up {
             value = value.checked_add(1).ok_or_else(too_large)?;
@@ -535,9 +533,11 @@ impl<'a> Json<'a> {
                 }
             }
         }
-        let s = String::from_utf8(out).map_err(|e| JsonError {
-            message: "invalid UTF-8 in a string".into(),
-            offset: start + e.utf8_error().valid_up_to(),
+        let s = String::from_utf8(out).map_err(|_| {
+            // Escapes decode to whole characters, so the decoded text is UTF-8 exactly when the
+            // raw text is: the error is at the raw text's first byte that is not.
+            let valid = core::str::from_utf8(&t[start..i]).err().map_or(0, |e| e.valid_up_to());
+            JsonError { message: "invalid UTF-8 in a string".into(), offset: start + valid }
         })?;
         self.at = i + 1;
         Ok(Cow::Owned(s))
@@ -744,6 +744,7 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use alloc::vec;
 
     fn skip(text: &str) -> Result<(), JsonError> {
@@ -807,6 +808,78 @@ mod tests {
     }
 
     #[test]
+    fn errors_say_what_was_found() {
+        const U64: &str = "expected an unsigned integer (0..=18446744073709551615), found";
+        let integer = |text: &[u8]| Json::new(text).u64().unwrap_err().to_string();
+        for (text, found) in [
+            ("", "the end of the text"),
+            ("  ", "the end of the text"),
+            ("{\"a\": 1}", "an object"),
+            ("[1]", "an array"),
+            ("\"abc\", 1", "the string \"abc\""),
+            ("\"abc", "the string \"abc"),
+            ("-12.5e+3]", "the number -12.5e+3"),
+            ("truex", "`truex`"),
+            ("nul,", "`nul`"),
+            ("'a'", "the character \"'\""),
+            ("\u{e9}", "the character \"\u{e9}\""),
+            ("\u{1f600}x", "the character \"\u{1f600}\""),
+        ] {
+            assert_eq!(integer(text.as_bytes()), alloc::format!("{U64} {found}"), "{text:?}");
+        }
+        // A byte that starts no UTF-8 character; a long token is cut at 40 bytes.
+        assert_eq!(integer(b"\xff"), alloc::format!("{U64} the character \"\u{fffd}\""));
+        let long = "1".repeat(50) + ".5";
+        assert_eq!(integer(long.as_bytes()), alloc::format!("{U64} the number {}", &long[..40]));
+        let error = skip("").unwrap_err();
+        assert_eq!(error.message, "expected a value, found the end of the text");
+        assert_eq!(error.to_string(), error.message);
+    }
+
+    #[test]
+    fn empty_objects_and_arrays_close_their_level() {
+        // Siblings do not add up: each value closes the level it opened, empty or not.
+        for value in ["{}", "[]", "{ }", "[ ]", "{\"a\": {}}", "[[]]"] {
+            let text = alloc::format!("[{}]", vec![value; 2 * MAX_DEPTH].join(","));
+            assert_eq!(skip(&text), Ok(()), "{value}");
+            let text = alloc::format!("{{\"a\": {value}, \"b\": [{}", "[".repeat(MAX_DEPTH - 2));
+            let text = text + &"]".repeat(MAX_DEPTH - 2) + "]}";
+            assert_eq!(skip(&text), Ok(()), "{value} before the deepest nesting");
+        }
+    }
+
+    #[test]
+    fn keys_read_as_the_same_text_read_as_a_string() {
+        // Plain keys are taken as they stand, others decoded: the same key either way, wherever
+        // it sits.
+        let keys = [r"a", r"", r#"a\"b"#, r#"ab\"c"#, r#"\"a"#, r"a\u0062", "\u{e9}", r"\\"];
+        for blanks in 0..4 {
+            for key in keys {
+                let text =
+                    alloc::format!("{{{}\"{key}\": 1, \"{key}\" : [2]}}", " ".repeat(blanks));
+                let quoted = alloc::format!("\"{key}\"");
+                let want = Json::new(quoted.as_bytes()).string().unwrap();
+                let mut got = vec![];
+                Json::new(text.as_bytes())
+                    .object(|json, key| {
+                        got.push(key.to_vec());
+                        json.skip()
+                    })
+                    .unwrap();
+                assert_eq!(got, [want.as_bytes(), want.as_bytes()], "{text}");
+            }
+        }
+        // A key is a string: a control character or a byte that is not UTF-8 is an error in it.
+        for (text, message, offset) in [
+            (&b"{\"a\x01\": 1}"[..], "a control character in a string (escape it)", 3),
+            (b"{\"\xff\": 1}", "invalid UTF-8 in a string", 2),
+        ] {
+            let error = Json::new(text).object(|json, _| json.skip()).unwrap_err();
+            assert_eq!((error.message.as_str(), error.offset), (message, offset), "{text:?}");
+        }
+    }
+
+    #[test]
     fn unsigned_integers_are_exact_and_nothing_else_passes() {
         for (text, want) in [("0", 0), ("-0", 0), ("42", 42), ("18446744073709551615", u64::MAX)] {
             assert_eq!(Json::new(text.as_bytes()).u64(), Ok(want), "{text}");
@@ -826,6 +899,67 @@ mod tests {
     }
 
     #[test]
+    fn integer_arrays_read_as_serde_json_reads_them() {
+        // Random arrays of integers of every length with blanks anywhere, and elements that are
+        // not unsigned integers (leading zeros, fractions, exponents, signs, values past u64,
+        // nothing): `u64_array` gives serde_json's values or an error where serde_json fails.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let blanks = ["", " ", "\n\t", "  \r"];
+        for _ in 0..20_000 {
+            let mut text = String::from(blanks[(next() % 4) as usize]);
+            text.push('[');
+            for k in 0..next() % 9 {
+                if k > 0 {
+                    text.push(',');
+                }
+                text.push_str(blanks[(next() % 4) as usize]);
+                let r = next();
+                let digits: String = (0..1 + r % 20)
+                    .map(|i| char::from(b'0' + ((r >> (8 + 2 * i)) % 10) as u8))
+                    .collect();
+                let element = match (r >> 4) % 12 {
+                    0 => "0".into(),
+                    1 => alloc::format!("0{digits}"),
+                    2 => alloc::format!("{digits}.5"),
+                    3 => alloc::format!("{digits}e2"),
+                    // (Not `-0`, which JSON has equal to 0 but serde_json refuses as a `u64`.)
+                    4 => alloc::format!("-1{digits}"),
+                    5 => String::new(),
+                    6 => "18446744073709551615".into(),
+                    7 => "18446744073709551616".into(),
+                    _ => digits.trim_start_matches('0').into(),
+                };
+                text.push_str(&element);
+                text.push_str(blanks[(next() % 4) as usize]);
+            }
+            text.push(']');
+            text.push_str(blanks[(next() % 4) as usize]);
+            let want: Result<Vec<u64>, _> = serde_json::from_str(&text);
+            let mut got = Vec::new();
+            let mut json = Json::new(text.as_bytes());
+            let read = json.u64_array(&mut got).and_then(|()| json.end());
+            match want {
+                Ok(want) => {
+                    assert_eq!(read, Ok(()), "{text:?}");
+                    assert_eq!(got, want, "{text:?}");
+                    // One allocation of as many slots as elements (Vec's first allocation
+                    // holds at least 4).
+                    if !want.is_empty() {
+                        assert_eq!(got.capacity(), want.len().max(4), "{text:?}");
+                    }
+                }
+                Err(_) => assert!(read.is_err(), "{text:?} read as {got:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn digit_runs_read_eight_at_a_time_equal_the_plain_loop() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
@@ -835,7 +969,10 @@ mod tests {
             let digits = (state % 21) as usize;
             let mut text: Vec<u8> =
                 (0..digits).map(|k| b'0' + ((state >> (k % 60)) % 10) as u8).collect();
-            text.extend_from_slice(&[b",]} x/:\x00\xff"[(state >> 40) as usize % 9]; 3]);
+            // Bytes just below and above the digits, and bytes whose offset from `0` has the
+            // high bit set (0xb0 to 0xb9), each after a digit or after another non-digit.
+            let others = b",]} x/:\x00\xff\xb0\xb5\xb9";
+            text.extend((0..3).map(|k| others[(state >> (40 + 4 * k)) as usize % others.len()]));
             text.truncate(digits + (state >> 50) as usize % 4);
             let mut want = (0u64, 0);
             while let Some(&d @ b'0'..=b'9') = text.get(want.1) {
@@ -862,6 +999,8 @@ mod tests {
             ("-0", 3, 0),
             ("-0.0", 3, 0),
             ("1706745600.123456", 6, 1_706_745_600_123_456),
+            ("-0e5", 3, 0),
+            ("-0.0E3", 3, 0),
         ] {
             assert_eq!(Json::new(text.as_bytes()).decimal(scale), Ok(want), "{text} at {scale}");
         }
@@ -905,6 +1044,23 @@ mod tests {
         }
         assert_eq!(read(br#""a\u00e9\ud83d\ude00""#).unwrap(), "a\u{e9}\u{1f600}");
         assert_eq!(read(br#""plain""#).unwrap(), "plain");
+        assert_eq!(read(br#""\"\\\/\b\f\n\r\t x""#).unwrap(), "\"\\/\u{8}\u{c}\n\r\t x");
+        // Control characters must be escaped, before an escape and after one; the error is at
+        // the character, as it is at the first byte that is not UTF-8.
+        for (text, message, offset) in [
+            (&b"\"ab\tc\""[..], "a control character in a string (escape it)", 3),
+            (b"\"\\nab\x1fc\"", "a control character in a string (escape it)", 5),
+            (b"\"ab\xffc\"", "invalid UTF-8 in a string", 3),
+            (b"\"\\nab\xffc\"", "invalid UTF-8 in a string", 5),
+            (b"\"ab", "a string that does not end", 3),
+            (b"\"\\nab", "a string that does not end", 5),
+            (b"\"\\xab\"", "an invalid escape in a string", 1),
+            (b"\"ab\\u12G4\"", "an invalid \\u escape in a string", 3),
+            (b"\"ab\\ud800\\u0041\"", "an invalid \\u escape in a string", 3),
+        ] {
+            let error = read(text).unwrap_err();
+            assert_eq!((error.message.as_str(), error.offset), (message, offset), "{text:?}");
+        }
         // A lone surrogate cannot be decoded, nor bytes that are not UTF-8; skipped, both are
         // only checked against the grammar, as serde_json skips them.
         for text in [&br#""\ud83d""#[..], b"\"\xff\""] {
