@@ -1,7 +1,7 @@
 //! `Fleet::heap_bytes()` (what `kvreuse fleet --json` reports as `fleet_heap_bytes`) and
 //! `Replay::heap_bytes()` against the bytes the allocator actually hands them: a global
-//! allocator counts this thread's live bytes, and the engines' own figures must stay close to
-//! them as the caches fill. The same allocator can refuse large requests, to check what a
+//! allocator counts this thread's live bytes, and the engines' own figures must equal them
+//! exactly as the caches fill. The same allocator can refuse large requests, to check what a
 //! replay says when memory runs out.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -114,7 +114,7 @@ fn fleet_heap_bytes_match_the_allocator() {
         fleet.push(request).unwrap();
         if i % 1500 == 1499 {
             assert_counts_its_heap(
-                &format!("fleet, {} requests", i + 1),
+                format_args!("fleet, {} requests", i + 1),
                 fleet.heap_bytes(),
                 before,
             );
@@ -124,14 +124,11 @@ fn fleet_heap_bytes_match_the_allocator() {
     assert_eq!(checked, 4);
 }
 
-/// An engine's own heap figure against the bytes this thread holds since `before`: never more,
-/// and what it leaves out (measured 0.1-0.3% for both engines: their small buffers) below 2%.
-fn assert_counts_its_heap(what: &str, counted: usize, before: isize) {
-    let (counted, measured) = (counted as f64, (live() - before) as f64);
-    assert!(
-        counted <= measured && counted >= 0.98 * measured,
-        "{what}: heap_bytes {counted} against {measured} allocated"
-    );
+/// An engine's own heap figure against the bytes this thread holds since `before` (the engine
+/// alone: `what` is formatted without allocating), byte for byte.
+fn assert_counts_its_heap(what: std::fmt::Arguments<'_>, counted: usize, before: isize) {
+    let measured = live() - before;
+    assert_eq!(counted as isize, measured, "{what}: heap_bytes against the bytes allocated");
 }
 
 /// Runs `f` with this thread's requests above `limit` bytes refused; returns what it returned
@@ -173,8 +170,8 @@ fn replay_heap_bytes_match_the_allocator() {
         for (i, request) in requests.iter().enumerate() {
             replay.push(request).unwrap();
             if i % 1500 == 1499 {
-                let what = format!("replay, small ids {small}, {} requests", i + 1);
-                assert_counts_its_heap(&what, replay.heap_bytes(), before);
+                let what = format_args!("replay, small ids {small}, {} requests", i + 1);
+                assert_counts_its_heap(what, replay.heap_bytes(), before);
                 checked += 1;
             }
         }

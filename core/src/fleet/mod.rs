@@ -322,7 +322,9 @@ impl Fleet {
 
     /// Heap bytes the simulations hold.
     pub fn heap_bytes(&self) -> usize {
-        self.simulations.iter().map(Simulation::heap_bytes).sum()
+        self.simulations.capacity() * size_of::<Simulation>()
+            + self.ids.capacity() * size_of::<u64>()
+            + self.simulations.iter().map(Simulation::heap_bytes).sum::<usize>()
     }
 
     /// Keeps every finished request's [`Outcome`] from now on, per shape.

@@ -157,7 +157,10 @@ impl Histories {
             f.ring.capacity() * size_of::<u32>() + f.spans.capacity() * size_of::<(u64, u64)>()
         };
         let fifos: usize = self.fifos.iter().map(fifo).sum();
-        Self::bytes(self.present.capacity(), self.nodes.capacity()).saturating_add(fifos)
+        let lists = self.kinds.capacity() * size_of::<Kind>()
+            + self.fifos.capacity() * size_of::<Fifo>()
+            + self.lrus.capacity() * size_of::<Lru>();
+        Self::bytes(self.present.capacity(), self.nodes.capacity()).saturating_add(fifos + lists)
     }
 
     /// Histories of each policy: FIFO, LRU, `inf`.

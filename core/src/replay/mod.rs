@@ -396,9 +396,17 @@ impl Replay {
         }
     }
 
-    /// Heap bytes the engine holds: the histories' state and the table of distinct ids.
+    /// Heap bytes the engine holds: the histories' state, the table of distinct ids, the rows
+    /// and the per-request buffers.
     pub fn heap_bytes(&self) -> usize {
-        self.histories.heap_bytes().saturating_add(self.dense.heap_bytes())
+        let buffers = self.rows.capacity() * size_of::<Row>()
+            + (self.prompt.capacity() + self.output.capacity()) * size_of::<u32>()
+            + (self.leading.capacity()
+                + self.evictions.capacity()
+                + self.all.capacity()
+                + self.still.capacity())
+                * size_of::<u64>();
+        self.histories.heap_bytes().saturating_add(self.dense.heap_bytes()).saturating_add(buffers)
     }
 
     /// Adds the current request's F0, F1 and "any" counts to every row, looking its prompt up
