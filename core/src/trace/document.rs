@@ -796,6 +796,7 @@ mod tests {
         for (name, id) in [("x", "a"), ("y", "b"), ("z", "a")] {
             read(&mut set, name, doc(id, "local").as_bytes(), 16).unwrap();
         }
+        assert_eq!((set.len(), set.documents(), set.is_empty()), (6, 3, false));
         let requests: Vec<Request> = set.into_requests().collect();
         let times: Vec<u64> = requests.iter().map(|r| r.timestamp.unwrap()).collect();
         assert_eq!(times, [0, 30_000, 60_000, 60_000, 90_000, 120_000]);
@@ -854,5 +855,103 @@ mod tests {
         let empty = r#"{"id": "e", "requests": []}"#;
         read(&mut set, "e.json", format!("\u{feff}{empty}").as_bytes(), 2).unwrap();
         assert!(set.is_empty());
+        assert_eq!((set.len(), set.documents()), (0, 1));
+    }
+
+    #[test]
+    fn bad_documents_say_where_they_go_wrong() {
+        let cases: [(&str, &str); 10] = [
+            ("", "document: empty (a kv-cache-tester document is one JSON object)"),
+            (" \n", "document: empty (a kv-cache-tester document is one JSON object)"),
+            ("{}", "requests: missing"),
+            (r#"{"id": "a" x}"#, "document: expected `,` or `}` at byte 11, found `x`"),
+            (r#"{"id": "a", }"#, "document: expected a key at byte 12, found `}`"),
+            (r#"{"n": 12 x}"#, "document: expected `,` or `}` at byte 9, found `x`"),
+            (
+                r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]} x]}"#,
+                "document: expected `,` or `]` in `requests` at byte 49, found `x`",
+            ),
+            (
+                r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}, ]}"#,
+                "requests[1]: expected an object",
+            ),
+            (
+                r#"{"requests": [{"t": 0, "type": "subagent", "requests": [{"t": 0, "in": 4, "hash_ids": [1]}, {"t": 1, "hash_ids": []}]}]}"#,
+                "requests[0].requests[1]: missing `in` (prompt tokens)",
+            ),
+            (r#"{"requests": []}}"#, "document: expected nothing after the document at byte 16"),
+        ];
+        for (text, want) in cases {
+            for chunk in [1, 4, 100] {
+                let mut set = Conversations::new(4, 0);
+                let error = read(&mut set, "bad.json", text.as_bytes(), chunk);
+                let error = error.unwrap_err().to_string();
+                assert!(error.starts_with(want), "{text} in chunks of {chunk}: {error}");
+            }
+        }
+    }
+
+    #[test]
+    fn blanks_go_wherever_json_allows_them_and_other_bytes_are_errors() {
+        // Strings with brackets, braces, quotes and escapes inside values that are cut out
+        // whole; scalars that end at a blank, a comma or a brace; requests whose ids do not
+        // extend the previous one's.
+        let tokens = [
+            "{",
+            r#""id""#,
+            ":",
+            r#""c\"]}""#,
+            ",",
+            r#""block_size""#,
+            ":",
+            "4",
+            ",",
+            r#""extra""#,
+            ":",
+            r#"[1, {"a": "]}\"\\", "b": [[]], "c\"": "["}, "x"]"#,
+            ",",
+            r#""requests""#,
+            ":",
+            "[",
+            r#"{"t": 0.5, "in": 8, "out": 1, "hash_ids": [1, 2], "s": "}]\""}"#,
+            ",",
+            r#"{"t": 1, "in": 12, "hash_ids": [1, 2, 3]}"#,
+            ",",
+            r#"{"t": 2, "type": "subagent", "requests": [{"t": 0, "in": 9, "hash_ids": [5, 6], "requests": [7]}]}"#,
+            ",",
+            r#"{"t": 3, "in": 8, "hash_ids": [4, 3]}"#,
+            "]",
+            ",",
+            r#""n""#,
+            ":",
+            "-1.5e3",
+            "}",
+        ];
+        let requests = |text: &str, chunk| {
+            let mut set = Conversations::new(4, 0);
+            read(&mut set, "b.json", text.as_bytes(), chunk)?;
+            assert_eq!((set.len(), set.documents()), (4, 1));
+            Ok::<_, TraceError>(times_and_ids(set))
+        };
+        let ns = xxh3_64(b"c\"]}");
+        let key = |ids: &[u64]| {
+            ids.iter().map(|&id| xxh3_64_with_seed(&id.to_le_bytes(), ns)).collect::<Vec<_>>()
+        };
+        let want = vec![
+            (500, 8, key(&[1, 2])),
+            (1000, 12, key(&[1, 2, 3])),
+            (2000, 9, key(&[5, 6])),
+            (3000, 8, key(&[4, 3])),
+        ];
+        assert_eq!(requests(&tokens.concat(), 1000), Ok(want.clone()));
+        for gap in 0..=tokens.len() {
+            let (before, after) = tokens.split_at(gap);
+            for (blanks, chunk) in [(" ", 1), ("\t", 2), ("\n", 5), ("\r\n \t", 1000)] {
+                let text = before.concat() + blanks + &after.concat();
+                assert_eq!(requests(&text, chunk), Ok(want.clone()), "{text:?}");
+            }
+            let text = before.concat() + "/" + &after.concat();
+            assert!(requests(&text, 3).is_err(), "{text:?}");
+        }
     }
 }
