@@ -186,6 +186,11 @@ impl Router {
         &self.text
     }
 
+    /// Heap bytes of the router's name.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.text.capacity()
+    }
+
     /// The router's name without parameters.
     pub fn name(&self) -> &'static str {
         match self.kind {

@@ -164,7 +164,7 @@ impl Simulation {
             + self.ceiling.heap_bytes()
             + self.routing.heap_bytes()
             + self.ttft.heap_bytes()
-            + self.shape.router.as_str().len()
+            + self.shape.router.heap_bytes()
     }
 
     /// The arrival time of a request stamped `timestamp` (ms), in ns from the first.
