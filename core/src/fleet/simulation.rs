@@ -5,8 +5,9 @@
 //! that end by its arrival are played out, in order of their end: what a pass tells the
 //! router (first tokens, finished requests) lands at its end, and a worker starts its next
 //! pass right away if it has work, so at one instant completions come first, then routing,
-//! then new passes (as in Dynamo's replay). With `--timing instant` there are no passes: each
-//! request is routed, computed and finished before the next arrives.
+//! then new passes (as in Dynamo's replay). Passes that end at one instant are played out in
+//! order of their start, then of their worker's number. With `--timing instant` there are no
+//! passes: each request is routed, computed and finished before the next arrives.
 //!
 //! Per request the funnel's stages are fixed as it goes: F1 and F2, F3 when it is routed
 //! (the ceiling's history and the caches as they are then), F4 = F5 at admission (the most
@@ -34,6 +35,16 @@ use crate::trace::Request;
 /// Prompt blocks of one worker's requests in flight, with their multiplicity.
 type BlockCounts = HashMap<u64, u32, BuildHasherDefault<FxHasher>>;
 
+/// One generator per row, from the seed and what the row is (not where it is).
+pub(crate) fn row_rng(shape: &Shape, seed: u64) -> fastrand::Rng {
+    let mut identity = Vec::new();
+    identity.extend_from_slice(&seed.to_le_bytes());
+    identity.extend_from_slice(&(shape.workers as u64).to_le_bytes());
+    identity.extend_from_slice(&(shape.worker_capacity as u64).to_le_bytes());
+    identity.extend_from_slice(shape.router.as_str().as_bytes());
+    fastrand::Rng::with_seed(xxh3_64_with_seed(&identity, 0))
+}
+
 /// A simulation of one shape. See the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct Simulation {
@@ -52,9 +63,8 @@ pub(crate) struct Simulation {
     /// F1's history.
     ceiling: Replay,
     slab: Slab,
-    /// Passes in flight: (end, order of start, worker), earliest first.
+    /// Passes in flight: (end, start, worker), earliest first.
     passes: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    started: u64,
     /// The first timestamp (ms), and the latest arrival (ns from it).
     origin: Option<u64>,
     now: u64,
@@ -94,12 +104,6 @@ impl Simulation {
         })
         .map_err(FleetError::History)?;
         let n = shape.workers;
-        // One generator per row, from the seed and what the row is (not where it is).
-        let mut identity = Vec::new();
-        identity.extend_from_slice(&config.seed.to_le_bytes());
-        identity.extend_from_slice(&(n as u64).to_le_bytes());
-        identity.extend_from_slice(&(shape.worker_capacity as u64).to_le_bytes());
-        identity.extend_from_slice(shape.router.as_str().as_bytes());
         let kv = shape.router.name() == "kv";
         Ok(Simulation {
             timing: config.timing,
@@ -113,11 +117,10 @@ impl Simulation {
             loads: vec![Load::default(); n],
             in_flight: kv.then(|| (0..n).map(|_| BlockCounts::default()).collect()),
             routing: Routing::new(&shape.router, n),
-            rng: fastrand::Rng::with_seed(xxh3_64_with_seed(&identity, 0)),
+            rng: row_rng(shape, config.seed),
             ceiling,
             slab: Slab::default(),
             passes: BinaryHeap::new(),
-            started: 0,
             origin: None,
             now: 0,
             requests: 0,
@@ -149,7 +152,7 @@ impl Simulation {
         let in_flight: usize =
             self.in_flight.iter().flatten().map(BlockCounts::allocation_size).sum();
         let per_worker = self.workers.capacity() * size_of::<Worker>()
-            + self.busy.capacity() * size_of::<bool>()
+            + self.busy.capacity() // a `bool` is one byte
             + self.loads.capacity() * size_of::<Load>()
             + self.cached.capacity() * size_of::<usize>()
             + self.per_worker.capacity() * size_of::<WorkerShare>()
@@ -303,8 +306,7 @@ impl Simulation {
                 continue;
             }
             self.busy[w] = true;
-            self.passes.push(Reverse((end, self.started, w as u32)));
-            self.started += 1;
+            self.passes.push(Reverse((end, now, w as u32)));
             return;
         }
     }

@@ -4,6 +4,10 @@ use alloc::vec::Vec;
 
 use proptest::prelude::*;
 
+use super::router::{Candidates, Load, Routing};
+use super::simulation::row_rng;
+use super::stats::Quantiles;
+use super::worker::{Live, Signal, Slab, Worker, reusable};
 use super::*;
 use crate::replay::{Policy, Replay, ReplayConfig, ReplayError};
 
@@ -319,5 +323,360 @@ proptest! {
         let reused: u64 = row.per_worker.iter().map(|w| w.reused_tokens).sum();
         prop_assert_eq!(reused, f.f5);
         prop_assert!(f.f2 >= f.f3);
+    }
+}
+
+/// The simulation written the slow, obvious way, to check [`Simulation`] against. Every pass
+/// is an event of its own (none is run ahead), the next pass to end is found by a scan, and
+/// what the router sees of each worker (requests, prefill tokens not yet through their first
+/// token, distinct prompt blocks in flight, in-flight prefixes) is counted afresh from the
+/// requests in flight at every arrival. It shares the parts tested on their own: the worker's
+/// pass, the router's choice, the ceiling's history, the funnel and the quantiles.
+struct Model {
+    shape: Shape,
+    speedup: Option<f64>,
+    bs: u64,
+    trace_bs: usize,
+    measure_from: u64,
+    blocks: super::blocks::EngineBlocks,
+    workers: Vec<Worker>,
+    /// Per worker, its pass in flight: (end, start).
+    passes: Vec<Option<(u64, u64)>>,
+    slab: Slab,
+    routing: Routing,
+    rng: fastrand::Rng,
+    ceiling: Replay,
+    /// Requests routed and not finished: slab key, worker, ids, prompt tokens charged until
+    /// the first token.
+    routed: Vec<(u32, usize, Vec<u64>, u64)>,
+    origin: Option<u64>,
+    now: u64,
+    seq: u64,
+    evictions_before: Option<u64>,
+    // What it counts.
+    outcomes: Vec<Outcome>,
+    funnel: Funnel,
+    counted: u64,
+    rejected: u64,
+    truncated: u64,
+    ttft: Quantiles,
+    queue_ns: u128,
+    queued: u64,
+    per_worker: Vec<WorkerShare>,
+}
+
+impl Model {
+    fn new(config: &FleetConfig) -> Model {
+        let shape = config.shapes[0].clone();
+        let engine = config.engine_block_size.unwrap_or(config.block_size);
+        let history = config.history.map_or((Policy::Inf, None), |c| (Policy::Fifo, Some(c)));
+        let n = shape.workers;
+        Model {
+            speedup: match config.timing {
+                Timing::Instant => None,
+                Timing::Mocker { speedup } => Some(speedup),
+            },
+            bs: engine as u64,
+            trace_bs: config.block_size,
+            measure_from: config.measure_from as u64,
+            blocks: super::blocks::EngineBlocks::new(config.block_size, engine).unwrap(),
+            workers: (0..n).map(|_| Worker::new(shape.worker_capacity as u32, engine)).collect(),
+            passes: vec![None; n],
+            slab: Slab::default(),
+            routing: Routing::new(&shape.router, n),
+            rng: row_rng(&shape, config.seed),
+            ceiling: Replay::new(&ReplayConfig {
+                block_size: config.block_size,
+                histories: vec![history],
+                measure_from: 0,
+            })
+            .unwrap(),
+            routed: Vec::new(),
+            origin: None,
+            now: 0,
+            seq: 0,
+            evictions_before: None,
+            outcomes: Vec::new(),
+            funnel: Funnel::default(),
+            counted: 0,
+            rejected: 0,
+            truncated: 0,
+            ttft: Quantiles::default(),
+            queue_ns: 0,
+            queued: 0,
+            per_worker: vec![WorkerShare::default(); n],
+            shape,
+        }
+    }
+
+    fn evictions(&self) -> u64 {
+        self.workers.iter().map(|w| w.pool.evictions).sum()
+    }
+
+    fn push(&mut self, request: &Request) {
+        let mut ids = Vec::new();
+        self.blocks.prompt_ids(request, &mut ids);
+        let counted = self.seq >= self.measure_from;
+        if counted && self.evictions_before.is_none() {
+            self.evictions_before = Some(self.evictions());
+        }
+        if let Some(ms) = request.timestamp {
+            let origin = *self.origin.get_or_insert(ms);
+            self.now = self.now.max((ms - origin.min(ms)) * 1_000_000);
+        }
+        let now = self.now;
+        if self.speedup.is_some() {
+            self.play(now);
+        }
+        let f1 = self.ceiling.look_up(request).unwrap()[0];
+        let n = self.workers.len();
+        let kv = self.shape.router.name() == "kv";
+        let cached: Vec<usize> = self.workers.iter().map(|w| w.pool.lookup(&ids).blocks).collect();
+        let loads: Vec<Load> = (0..n)
+            .map(|w| {
+                let mine: Vec<_> = self.routed.iter().filter(|r| r.1 == w).collect();
+                let mut blocks: Vec<u64> = mine.iter().flat_map(|r| r.2.iter().copied()).collect();
+                blocks.sort_unstable();
+                blocks.dedup();
+                Load {
+                    requests: mine.len() as u64,
+                    prefill_tokens: mine.iter().map(|r| r.3).sum(),
+                    active_blocks: if kv { blocks.len() as u64 } else { 0 },
+                    cached_blocks: self.workers[w].pool.cached_blocks() as u64,
+                }
+            })
+            .collect();
+        let routed = &self.routed;
+        let prefix = |w: usize| match kv {
+            true => ids
+                .iter()
+                .take_while(|id| routed.iter().any(|r| r.1 == w && r.2.contains(id)))
+                .count(),
+            false => 0,
+        };
+        let candidates = Candidates {
+            request,
+            ids: &ids,
+            cached: &cached,
+            loads: &loads,
+            in_flight_prefix: &prefix,
+            engine_block_size: self.bs as usize,
+            trace_block_size: self.trace_bs,
+        };
+        let w = self.routing.choose(&candidates, &mut self.rng);
+
+        let (isl, bs) = (request.prompt_tokens, self.bs);
+        // A worker holds at most its cache's tokens, the last of them never computed.
+        let most = self.shape.worker_capacity as u64 * bs;
+        let osl = if isl <= most {
+            request.output_tokens.min(most + 1 - isl)
+        } else {
+            request.output_tokens
+        };
+        if counted && osl < request.output_tokens {
+            self.truncated += 1;
+        }
+        let best = *cached.iter().max().unwrap();
+        let mut live = Live::new(request.clone(), ids.clone(), w as u32, now);
+        live.seq = self.seq;
+        live.osl = osl;
+        live.counted = counted;
+        live.routed = [f1, reusable(best, isl, bs as usize), reusable(cached[w], isl, bs as usize)];
+        self.seq += 1;
+        if isl == 0 {
+            return self.finish(live);
+        }
+        let Some(speedup) = self.speedup else {
+            return match self.workers[w].run_alone(&mut live) {
+                true => self.finish(live),
+                false => self.reject(live),
+            };
+        };
+        let charge = isl - isl.min(cached[w] as u64 * bs);
+        let key = self.slab.insert(live);
+        self.routed.push((key, w, ids, charge));
+        self.workers[w].waiting.push_back(key);
+        for v in 0..n {
+            if self.passes[v].is_none() && self.workers[v].has_work() {
+                self.begin(v, now, speedup);
+            }
+        }
+    }
+
+    fn begin(&mut self, w: usize, at: u64, speedup: f64) {
+        let duration = self.workers[w].pass(&mut self.slab, at, speedup).unwrap();
+        self.passes[w] = Some((at + duration, at));
+    }
+
+    /// Plays out, one by one, every pass that ends by `until`.
+    fn play(&mut self, until: u64) {
+        loop {
+            let next = (0..self.workers.len())
+                .filter_map(|w| self.passes[w].map(|(end, start)| (end, start, w)))
+                .filter(|&(end, _, _)| end <= until)
+                .min();
+            let Some((end, _, w)) = next else { return };
+            self.passes[w] = None;
+            for signal in core::mem::take(&mut self.workers[w].signals) {
+                let position = |key| self.routed.iter().position(|r| r.0 == key).unwrap();
+                match signal {
+                    Signal::FirstToken(key) => {
+                        self.slab.get(key).first_token = Some(end);
+                        let i = position(key);
+                        self.routed[i].3 = 0;
+                    }
+                    Signal::Finished(key) => {
+                        self.routed.remove(position(key));
+                        let live = self.slab.remove(key);
+                        self.finish(live);
+                    }
+                    Signal::Rejected(key) => {
+                        self.routed.remove(position(key));
+                        let live = self.slab.remove(key);
+                        self.reject(live);
+                    }
+                }
+            }
+            if end < until && self.workers[w].has_work() {
+                self.begin(w, end, self.speedup.unwrap());
+            }
+        }
+    }
+
+    fn outcome(live: &Live, rejected: bool) -> Outcome {
+        Outcome {
+            request: live.seq,
+            worker: live.worker as usize,
+            prompt_tokens: live.isl,
+            best_cached_tokens: live.routed[1],
+            selected_cached_tokens: live.routed[2],
+            found_tokens: live.reused,
+            reused_tokens: live.reused,
+            rejected,
+        }
+    }
+
+    fn finish(&mut self, live: Live) {
+        self.outcomes.push(Model::outcome(&live, false));
+        self.ceiling.learn(&live.request).unwrap();
+        if !live.counted {
+            return;
+        }
+        let [f1, f2, f3] = live.routed;
+        self.funnel.add(&Funnel::of_request([live.isl, f1, f2, f3, live.reused, live.reused]));
+        self.counted += 1;
+        let share = &mut self.per_worker[live.worker as usize];
+        share.requests += 1;
+        share.prompt_tokens += live.isl;
+        share.reused_tokens += live.reused.min(live.isl);
+        if let Some(first) = live.first_token {
+            self.ttft.record(first - live.arrival);
+        }
+        if let Some(admitted) = live.admitted {
+            self.queue_ns += u128::from(admitted - live.arrival);
+            self.queued += 1;
+        }
+    }
+
+    fn reject(&mut self, live: Live) {
+        self.outcomes.push(Model::outcome(&live, true));
+        self.rejected += u64::from(live.counted);
+    }
+
+    fn row(&mut self) -> FleetRow {
+        let mocker = self.speedup.is_some();
+        if mocker {
+            self.play(u64::MAX);
+        }
+        let evictions = self.evictions();
+        let ms = |ns: f64| ns / 1e6;
+        FleetRow {
+            workers: self.shape.workers,
+            worker_capacity: self.shape.worker_capacity,
+            router: self.shape.router.clone(),
+            requests: self.counted,
+            rejected_requests: self.rejected,
+            truncated_outputs: self.truncated,
+            funnel: self.funnel,
+            evictions: evictions - self.evictions_before.unwrap_or(evictions),
+            ttft_ms_p50: if mocker { self.ttft.quantile(0.5).map(ms) } else { None },
+            ttft_ms_p99: if mocker { self.ttft.quantile(0.99).map(ms) } else { None },
+            queue_ms_mean: match mocker && self.queued > 0 {
+                true => Some(ms(self.queue_ns as f64 / self.queued as f64)),
+                false => None,
+            },
+            per_worker: self.per_worker.clone(),
+        }
+    }
+}
+
+/// A trace with bursts (many requests at one instant), pauses, requests without a timestamp
+/// or stamped before the previous one, empty prompts and empty outputs.
+fn bursty_trace(n: usize, bs: u64, seed: u64) -> Vec<Request> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut ms = 1000;
+    trace(n, bs, 0, seed)
+        .into_iter()
+        .map(|mut r| {
+            ms += [0, 0, 0, 1, 3, 20, 200][rng.usize(..7)];
+            r.timestamp = match rng.u8(..20) {
+                0 => None,
+                1 => Some(ms - 500),
+                _ => Some(ms),
+            };
+            if rng.u8(..30) == 0 {
+                r.prompt_tokens = 0;
+                r.prompt_ids.clear();
+            }
+            r
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The simulation gives the slow model's row and outcomes (in the same order), and as
+    /// many requests in flight after every arrival, whatever the trace, fleet, router,
+    /// timing (passes of no time at all make every tie between ends and arrivals happen),
+    /// warm-up and history.
+    #[test]
+    fn the_simulation_is_its_slow_model(
+        seed in any::<u64>(),
+        n in 1usize..100,
+        workers in 1usize..4,
+        capacity in 1usize..40,
+        router_index in 0usize..Router::NAMES.len(),
+        speedup in prop_oneof![
+            Just(None), Just(Some(1e12)), Just(Some(1.0)), Just(Some(0.05)), Just(Some(100.0))
+        ],
+        engine in prop_oneof![Just(4usize), Just(2), Just(8)],
+        measure_from in 0usize..50,
+        history in prop_oneof![Just(None), Just(Some(16usize)), Just(Some(1000))],
+    ) {
+        let requests = bursty_trace(n, 4, seed);
+        let timing = speedup.map_or(Timing::Instant, |speedup| Timing::Mocker { speedup });
+        let shapes =
+            FleetConfig::grid(&[workers], &[capacity], &[router(Router::NAMES[router_index])]);
+        let mut config = config(shapes, timing, 4);
+        config.engine_block_size = Some(engine);
+        config.measure_from = measure_from;
+        config.history = history;
+        config.seed = seed >> 12;
+        let mut fleet = Fleet::new(&config).unwrap();
+        fleet.record_outcomes();
+        let mut model = Model::new(&config);
+        let mut outcomes = Vec::new();
+        for r in &requests {
+            fleet.push(r).unwrap();
+            model.push(r);
+            prop_assert_eq!(fleet.in_flight(), model.routed.len());
+            outcomes.extend(fleet.take_outcomes(0));
+        }
+        fleet.play_out().unwrap();
+        outcomes.extend(fleet.take_outcomes(0));
+        let row = fleet.finish().unwrap().remove(0);
+        prop_assert_eq!(row, model.row());
+        prop_assert_eq!(outcomes, model.outcomes);
     }
 }
