@@ -252,7 +252,8 @@ impl Worker {
         let mut work = Work::default();
         let mut preempted = false;
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
+        // A request finds no budget left as it finds no blocks: `Blocked`.
+        while i < self.running.len() {
             let key = self.running[i];
             match self.step(slab, key, 0, true, &mut budget, &mut work, &mut preempted) {
                 Step::Scheduled => i += 1,
@@ -290,11 +291,8 @@ impl Worker {
             }
         }
         self.emit(slab, &mut work);
-        if work.prefills == 0
-            && work.decodes == 0
-            && self.signals.is_empty()
-            && budget == MAX_BATCHED_TOKENS
-        {
+        // Every prefill chunk and decode step takes budget.
+        if budget == MAX_BATCHED_TOKENS && self.signals.is_empty() {
             return None;
         }
         Some(duration_ns(&work, capacity * self.block_size as u64, speedup))
@@ -515,10 +513,147 @@ mod tests {
         let mut all = vec![];
         while worker.has_work() {
             worker.pass(slab, 0, 1.0).expect("a worker with work does something");
-            worker.pool.check();
+            check(worker, slab);
             all.extend_from_slice(&worker.signals);
         }
         all
+    }
+
+    /// The pool's own invariants; a waiting request holds nothing and has nothing computed;
+    /// a running one holds a block for each started block of what it computed.
+    fn check(worker: &Worker, slab: &mut Slab) {
+        worker.pool.check();
+        for &key in &worker.waiting {
+            let live = slab.get(key);
+            assert_eq!((live.lease.len(), live.computed, live.filled), (0, 0, 0), "{key}");
+        }
+        for &key in &worker.running {
+            let live = slab.get(key);
+            assert!(live.lease.len() as u64 >= live.computed.div_ceil(worker.block_size as u64));
+            assert!(live.filled <= live.lease.len());
+        }
+    }
+
+    fn prefill_ns(prefills: u64, through: u64, before: u64, cache_tokens: u64) -> u64 {
+        duration_ns(&Work { prefills, through, before, ..Work::default() }, cache_tokens, 1.0)
+    }
+
+    fn decode_ns(decodes: u64, decode_len: u64, cache_tokens: u64) -> u64 {
+        duration_ns(&Work { decodes, decode_len, ..Work::default() }, cache_tokens, 1.0)
+    }
+
+    #[test]
+    fn prefills_of_several_requests_count_as_dynamo_counts_them() {
+        // Two chunks, of 201 and 200 tokens, from lengths 100 and 0: the floors of the mean
+        // lengths (200 and 50) differ by 150, times two requests.
+        let t = 300.0;
+        let ms = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142;
+        assert_eq!(prefill_ns(2, 401, 100, 1 << 20), (ms * 1e6) as u64);
+        // The floors are equal (50 and 50): no prefill time, not the constant alone.
+        assert_eq!(prefill_ns(2, 101, 100, 1 << 20), 0);
+    }
+
+    #[test]
+    fn a_long_prompt_prefills_in_chunks_of_the_pass_budget_then_decodes() {
+        let (capacity, bs) = (4096, 16);
+        let cache_tokens = capacity * bs;
+        let mut worker = Worker::new(capacity as u32, bs as usize);
+        let mut slab = Slab::default();
+        let ids: Vec<u64> = (0..1250).collect();
+        let a = live(&mut slab, 20_000, 2, ids.clone());
+        worker.waiting.push_back(a);
+        for (through, before) in [(8192, 0), (16_384, 8192), (20_000, 16_384)] {
+            let ns = worker.pass(&mut slab, 0, 1.0);
+            assert_eq!(ns, Some(prefill_ns(1, through, before, cache_tokens)));
+            check(&worker, &mut slab);
+        }
+        assert_eq!(worker.signals, [Signal::FirstToken(a)]);
+        // One decode step over the prompt and the first token, with the cache's share.
+        assert_eq!(worker.pass(&mut slab, 0, 1.0), Some(decode_ns(1, 20_001, cache_tokens)));
+        assert_eq!(worker.signals, [Signal::Finished(a)]);
+        // The same prompt again: all of it cached but its last block, recomputed for the
+        // last token's logits.
+        let b = live(&mut slab, 20_000, 1, ids);
+        worker.waiting.push_back(b);
+        let ns = worker.pass(&mut slab, 0, 1.0);
+        assert_eq!(ns, Some(prefill_ns(1, 20_000, 19_984, cache_tokens)));
+        assert_eq!(worker.signals, [Signal::FirstToken(b), Signal::Finished(b)]);
+        assert_eq!(slab.get(b).reused, 19_984);
+    }
+
+    #[test]
+    fn running_requests_decode_together() {
+        let mut worker = Worker::new(16, 4);
+        let mut slab = Slab::default();
+        let a = live(&mut slab, 4, 3, vec![1]);
+        let b = live(&mut slab, 4, 3, vec![2]);
+        worker.waiting.extend([a, b]);
+        assert_eq!(worker.pass(&mut slab, 0, 1.0), Some(prefill_ns(2, 8, 0, 64)));
+        assert_eq!(worker.signals, [Signal::FirstToken(a), Signal::FirstToken(b)]);
+        // Both decode, each over its 5 tokens.
+        assert_eq!(worker.pass(&mut slab, 0, 1.0), Some(decode_ns(2, 10, 64)));
+        assert_eq!((slab.get(a).generated, slab.get(b).generated), (2, 2));
+        assert_eq!(drain(&mut worker, &mut slab), [Signal::Finished(a), Signal::Finished(b)]);
+    }
+
+    #[test]
+    fn at_most_max_num_seqs_requests_run() {
+        let mut worker = Worker::new(1 << 12, 4);
+        let mut slab = Slab::default();
+        let keys: Vec<u32> = (0..300).map(|i| live(&mut slab, 1, 5, vec![i])).collect();
+        worker.waiting.extend(&keys);
+        worker.pass(&mut slab, 0, 1.0);
+        assert_eq!(worker.running, keys[..MAX_NUM_SEQS]);
+        assert_eq!(worker.waiting.len(), 300 - MAX_NUM_SEQS);
+        assert_eq!(worker.signals.len(), MAX_NUM_SEQS, "first tokens");
+        assert_eq!(drain(&mut worker, &mut slab).len(), 600 - MAX_NUM_SEQS);
+    }
+
+    #[test]
+    fn the_last_admitted_preempts_itself_and_no_other() {
+        // a (1 block) and b (2 blocks) fill a 3-block cache; at b's next block it is the
+        // last admitted, so it preempts itself, and a finishes in the same pass.
+        let mut worker = Worker::new(3, 2);
+        let mut slab = Slab::default();
+        let a = live(&mut slab, 1, 2, vec![]);
+        let b = live(&mut slab, 4, 3, vec![1, 2]);
+        worker.waiting.extend([a, b]);
+        worker.pass(&mut slab, 0, 1.0);
+        assert_eq!(worker.signals, [Signal::FirstToken(a), Signal::FirstToken(b)]);
+        assert_eq!(worker.pool.active_blocks(), 3);
+        worker.pass(&mut slab, 0, 1.0);
+        check(&worker, &mut slab);
+        assert_eq!(worker.signals, [Signal::Finished(a)]);
+        assert_eq!((worker.running.len(), &worker.waiting), (0, &VecDeque::from([b])));
+        assert_eq!(drain(&mut worker, &mut slab), [Signal::Finished(b)]);
+    }
+
+    /// A request is admitted when the blocks of its whole sequence, less its cached prefix
+    /// already in use, are free, even if the chunk this pass computes needs fewer.
+    #[test]
+    fn admission_needs_room_for_the_whole_sequence_less_blocks_in_use() {
+        for (capacity, admitted) in [(540, true), (519, false)] {
+            let mut worker = Worker::new(capacity, 16);
+            let mut slab = Slab::default();
+            // a takes 8000 of the pass's 8192 tokens and 500 blocks; b shares its 500
+            // blocks and needs 20 more, of which this pass's 192 tokens fill 12.
+            let a = live(&mut slab, 8000, 100, (0..500).collect());
+            let b = live(&mut slab, 8320, 1, (0..500).chain(1000..1020).collect());
+            worker.waiting.extend([a, b]);
+            worker.pass(&mut slab, 0, 1.0);
+            check(&worker, &mut slab);
+            let want: &[u32] = if admitted { &[a, b] } else { &[a] };
+            assert_eq!(worker.running, want, "capacity {capacity}");
+            assert_eq!(slab.get(b).computed, if admitted { 8192 } else { 0 });
+        }
+        // No cached prefix: b needs all its 32 blocks, and 20 are free.
+        let mut worker = Worker::new(520, 16);
+        let mut slab = Slab::default();
+        let a = live(&mut slab, 8000, 100, (0..500).collect());
+        let b = live(&mut slab, 500, 1, (1000..1031).collect());
+        worker.waiting.extend([a, b]);
+        worker.pass(&mut slab, 0, 1.0);
+        assert_eq!((&worker.running[..], worker.waiting.len()), (&[a][..], 1));
     }
 
     #[test]
