@@ -74,7 +74,8 @@ fn live() -> isize {
     LIVE.with(Cell::get)
 }
 
-/// Requests over 16 shared prefixes of up to 24 blocks, each with a unique tail.
+/// Requests over 16 shared prefixes of up to 24 blocks, each with a unique tail; a third of
+/// them with ids of their output's blocks too.
 fn requests(n: usize, block_size: u64) -> Vec<Request> {
     (0..n)
         .map(|i| {
@@ -88,6 +89,10 @@ fn requests(n: usize, block_size: u64) -> Vec<Request> {
                 prompt_tokens: prompt_ids.len() as u64 * block_size,
                 prompt_ids,
                 output_tokens: 1 + (i % 50) as u64,
+                output_ids: match i % 3 {
+                    0 => (0..2).map(|j| 1 << 56 | (i as u64) << 8 | j).collect(),
+                    _ => Vec::new(),
+                },
                 ..Request::default()
             }
         })
@@ -96,7 +101,10 @@ fn requests(n: usize, block_size: u64) -> Vec<Request> {
 
 #[test]
 fn fleet_heap_bytes_match_the_allocator() {
-    let routers = [Router::parse("kv").unwrap(), Router::parse("round-robin").unwrap()];
+    // Every router that keeps state of its own (`kv` its requests' blocks in flight,
+    // `prefix-hash` its ring, `session` its conversations' workers), and one that keeps none.
+    let routers =
+        ["kv", "round-robin", "prefix-hash", "session"].map(|r| Router::parse(r).unwrap());
     let config = FleetConfig {
         block_size: 16,
         engine_block_size: None,
@@ -109,6 +117,8 @@ fn fleet_heap_bytes_match_the_allocator() {
     let requests = requests(6000, 16);
     let before = live();
     let mut fleet = Fleet::new(&config).unwrap();
+    // The outcomes kept for the caller count too.
+    fleet.record_outcomes();
     let mut checked = 0;
     for (i, request) in requests.iter().enumerate() {
         fleet.push(request).unwrap();
