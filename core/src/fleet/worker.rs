@@ -488,12 +488,10 @@ mod tests {
     #[test]
     fn durations_follow_the_polynomials() {
         for (tokens, want) in [(512, 24.3857), (8192, 169.1368)] {
-            let prefill = Work { prefills: 1, through: tokens, before: 0, ..Work::default() };
-            let ms = duration_ns(&prefill, 1 << 20, 1.0) as f64 / 1e6;
+            let ms = prefill_ns(1, tokens, 0, 1 << 20) as f64 / 1e6;
             assert!((ms - want).abs() < 1e-3, "{ms}");
         }
-        let decode = Work { decodes: 2, decode_len: 1 << 19, ..Work::default() };
-        let ms = duration_ns(&decode, 1 << 20, 1.0) as f64 / 1e6;
+        let ms = decode_ns(2, 1 << 19, 1 << 20) as f64 / 1e6;
         let u = 0.5;
         assert!((ms - (-25.74 * u * u + 54.01 * u + 5.74)).abs() < 1e-6);
         // An almost empty cache: 5.74 ms, a thousand times faster.
