@@ -3,9 +3,9 @@
 //! depend on the machine's caches or load, so they compare the two contenders' work per
 //! operation the same way on every VM.
 //!
-//! `instructions <kvreuse|reference> <path> <operations> [capacity]` fills a history of
-//! `capacity` ids (default 131,072) with distinct ids, so that every new id evicts one, then
-//! performs `operations` operations on one path:
+//! `instructions <kvreuse|reference|proposal|none> <path> <operations> [capacity]` fills a
+//! history of `capacity` ids (default 131,072) with distinct ids, so that every new id evicts
+//! one, then performs `operations` operations on one path:
 //!
 //! - `insert-new`: a completion of 34 ids never seen (34 new ids, 34 evictions);
 //! - `insert-duplicate`: a completion of 34 ids all present;
@@ -13,20 +13,35 @@
 //! - `lookup-miss-first`: a lookup of 34 ids whose first is missing.
 //!
 //! The script runs each twice, with n and 2n operations: the difference is the cost of n
-//! operations, without the set-up. Ids are the same on both contenders.
+//! operations, without the set-up. Ids are the same for every contender. `reference` is the
+//! std-lock replica, `proposal` the proposal as built (`parking_lot`); `none` does the same
+//! work around a history that does nothing (drawing the ids, the loop), which the script
+//! subtracts from the others.
 
 use std::hint::black_box;
 use std::process::ExitCode;
 
 use kvreuse::SharedHistory;
-use kvreuse_benches::reference_history::ReferenceHistory;
+use kvreuse_benches::reference_history::{ProposalHistory, ReferenceHistory};
 use kvreuse_benches::{Contender, SplitMix64};
 
 const BLOCKS: usize = 34;
 
+/// A history that holds nothing: the cost of the harness around the operations.
+struct Nothing;
+
+impl Contender for Nothing {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        black_box(ids).len()
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        black_box(ids).len()
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: instructions <kvreuse|reference> \
+    let usage = "usage: instructions <kvreuse|reference|proposal|none> \
                  <insert-new|insert-duplicate|lookup-present|lookup-miss-first> <operations> \
                  [capacity]";
     let (Some(contender), Some(path), Some(operations)) = (args.first(), args.get(1), args.get(2))
@@ -55,6 +70,8 @@ fn main() -> ExitCode {
             }
         },
         "reference" => Box::new(ReferenceHistory::with_capacity(capacity)),
+        "proposal" => Box::new(ProposalHistory::with_capacity(capacity)),
+        "none" => Box::new(Nothing),
         other => {
             eprintln!("unknown contender {other}\n{usage}");
             return ExitCode::from(2);

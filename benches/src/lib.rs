@@ -56,6 +56,15 @@ impl Contender for reference_history::ReferenceHistory {
     }
 }
 
+impl Contender for reference_history::ProposalHistory {
+    fn insert_all(&self, ids: &[u64]) -> usize {
+        reference_history::ProposalHistory::insert_all(self, ids)
+    }
+    fn seen_prefix_len(&self, ids: &[u64]) -> usize {
+        reference_history::ProposalHistory::seen_prefix_len(self, ids)
+    }
+}
+
 /// The machine a bench ran on, for its table: the CPU model and cache sizes (from
 /// `/proc/cpuinfo` and `lscpu`), since ratios measured on one machine need not hold on another.
 pub fn machine() -> String {
