@@ -145,8 +145,9 @@ fn main() {
         Ok(list) => list
             .split(',')
             .map(|c| match c.trim().parse() {
-                Ok(c) if c > 0 => c,
-                _ => panic!("KVREUSE_BENCH_CAPACITIES: not a capacity: {c:?}"),
+                // Room for a completion of 34 present ids and one more being written.
+                Ok(c) if c >= 68 => c,
+                _ => panic!("KVREUSE_BENCH_CAPACITIES: {c:?} is not a capacity of 68 ids or more"),
             })
             .collect(),
         Err(_) if smoke => vec![1 << 16],
@@ -236,7 +237,12 @@ fn measure(capacity: usize, runs: usize, scale: usize) -> String {
             completions as f64 / secs / 1e6
         });
 
-        let writes = fresh(seed(97), 34 * 2000 * scale);
+        // The writer's ids evict the oldest; at most as many as leave `recent` present, so
+        // that the reader's lookups keep finding whole prefixes at any capacity.
+        let writes = fresh(
+            seed(97),
+            (34 * 2000 * scale).min(capacity.saturating_sub(recent.len()) / 34 * 34),
+        );
         let (mut readers, mut writers) = ([0.0; 3], [0.0; 3]);
         for &i in &order {
             let (reader, writer) = race(contenders[i], &writes, &recent);

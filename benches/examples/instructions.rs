@@ -18,14 +18,26 @@
 //! work around a history that does nothing (drawing the ids, the loop), which the script
 //! subtracts from the others.
 
+use std::hash::BuildHasher;
 use std::hint::black_box;
 use std::process::ExitCode;
 
 use kvreuse::SharedHistory;
+use kvreuse::core::history::History;
+use kvreuse::history::DefaultStorage;
 use kvreuse_benches::reference_history::{ProposalHistory, ReferenceHistory};
 use kvreuse_benches::{Contender, SplitMix64};
 
 const BLOCKS: usize = 34;
+
+/// kvreuse's index key: `KVREUSE_INSTRUCTIONS_SEED` when set (the counts then repeat exactly,
+/// for comparing two builds), else a random one, as a router's history draws.
+fn seed() -> u64 {
+    match std::env::var("KVREUSE_INSTRUCTIONS_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(seed) => seed,
+        None => std::hash::RandomState::new().hash_one(0u64),
+    }
+}
 
 /// A history that holds nothing: the cost of the harness around the operations.
 struct Nothing;
@@ -62,8 +74,8 @@ fn main() -> ExitCode {
         }
     };
     let history: Box<dyn Contender> = match contender.as_str() {
-        "kvreuse" => match SharedHistory::with_capacity(capacity) {
-            Ok(history) => Box::new(history),
+        "kvreuse" => match History::with_capacity_in(capacity, seed()) {
+            Ok(history) => Box::new(SharedHistory::<DefaultStorage>::from_history(history)),
             Err(error) => {
                 eprintln!("capacity {capacity}: {error}");
                 return ExitCode::from(2);
