@@ -29,6 +29,11 @@ use crate::sync::Ordering;
 /// instructions per new id than every seven, for 11% fewer full scans.
 const REBUILD_EVERY: usize = 7;
 
+/// How many ids of a completion have their first buckets prefetched before its first id is
+/// looked up (see `insert`): all of a short completion's, and enough of a long one's to
+/// overlap with that lookup's cache miss.
+const EARLY: usize = 8;
+
 /// How deep the writer searches for a chain of moves that frees a slot.
 const MOVE_DEPTH: u32 = 2;
 
@@ -103,19 +108,21 @@ impl<S: Storage> History<S> {
         let mut out = Inserted::default();
         // The shared part is borrowed alongside the writer's own fields, which `push` changes.
         let s = &*self.shared;
-        let homes = &mut self.homes;
+        // Two halves: the homes of the batch being inserted, and those of the next one, whose
+        // first buckets are loading meanwhile.
+        let (mut current, mut next) = self.homes.split_at_mut(BATCH);
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
-        // The first batch's ids mixed, their first buckets loading; then the first id alone:
-        // if it is a duplicate, the ids after it are usually found by walking the ring, and
-        // batching them through the index would be wasted work. `mixed[i]` is the mix of
-        // `ids[ahead.start + i]`.
-        let mut mixed = [0u64; BATCH];
-        let mut ahead = 0..ids.len().min(BATCH);
-        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+        // The first id alone: if it is a duplicate, the ids after it are usually found by
+        // walking the ring, and batching them through the index would be wasted work. The
+        // first buckets of the ids after it start loading meanwhile, but only of a few: their
+        // homes are computed again if the first id is new, and all for nothing if it is not.
+        for &id in ids.iter().take(EARLY).skip(1) {
+            s.prefetch_bucket(s.codec.first(s.mixer.mix(id)));
+        }
         if let Some(&id) = ids.first() {
-            let home = s.codec.home(mixed[0]);
+            let home = s.home(id);
             if let Some(word) =
                 s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
             {
@@ -123,6 +130,9 @@ impl<S: Storage> History<S> {
                 k = 1;
             }
         }
+        // The ids whose homes are in `next`, their first buckets loading: `next[i]` is the
+        // home of `ids[ahead.start + i]`. None yet.
+        let mut ahead = 0..0;
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
             // without the index (see `Shared::walk`).
@@ -134,16 +144,15 @@ impl<S: Storage> History<S> {
             if !ahead.contains(&k) {
                 // The ring walk went past the ids already loading: this batch starts at `k`.
                 ahead = k..ids.len().min(k + BATCH);
-                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+                s.homes_and_prefetch(&ids[ahead.clone()], next);
             }
-            let end = ahead.end;
-            homes.clear();
-            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
+            let (from, end) = (k - ahead.start, ahead.end);
+            core::mem::swap(&mut current, &mut next);
             // The next batch's first buckets start loading while this one is worked through.
             ahead = end..ids.len().min(end + BATCH);
-            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            s.homes_and_prefetch(&ids[ahead.clone()], next);
             let batch = &ids[k..end];
-            let batch_homes = &homes[..];
+            let batch_homes = &current[from..from + batch.len()];
             s.prefetch_for_insert(batch_homes, &self.view);
             if self.view.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
@@ -478,7 +487,7 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
-    /// [`mix_and_prefetch`](Self::mix_and_prefetch)), what its ids will read next: the ring entries of likely
+    /// [`homes_and_prefetch`](Self::homes_and_prefetch)), what its ids will read next: the ring entries of likely
     /// duplicates and the second buckets of ids that will look or go there.
     pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
         for home in homes {
