@@ -1,7 +1,7 @@
 //! One history path, run a given number of times, for `scripts/bench-instructions`, which
 //! counts the instructions it executes under valgrind's cachegrind. Instruction counts do not
-//! depend on the machine's caches or load, so they compare the two contenders' work per
-//! operation the same way on every VM.
+//! depend on the machine's caches or load, so they compare the contenders' work per operation
+//! the same way on every VM.
 //!
 //! `instructions <kvreuse|reference|proposal|none> <path> <operations> [capacity]` fills a
 //! history of `capacity` ids (default 131,072) with distinct ids, so that every new id evicts

@@ -487,8 +487,9 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
-    /// [`homes_and_prefetch`](Self::homes_and_prefetch)), what its ids will read next: the ring entries of likely
-    /// duplicates and the second buckets of ids that will look or go there.
+    /// [`homes_and_prefetch`](Self::homes_and_prefetch)), what its ids will read next: the
+    /// ring entries of likely duplicates and the second buckets of ids that will look or go
+    /// there.
     pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
         for home in homes {
             if self.summary_admits(home) {
