@@ -138,7 +138,7 @@ pub struct History<S: Storage = BoxStorage> {
     start: u64,
     overflowed: OverflowFlags,
     forced: u64,
-    /// Scratch space for the homes of two batches (see `writer.rs`), kept between calls.
+    /// Scratch space for a batch's homes, kept between calls.
     homes: Vec<Home>,
 }
 
@@ -182,13 +182,13 @@ impl<S: Storage> History<S> {
         Self::with_storage(layout, seed, S::allocate(&layout)?)
     }
 
-    /// The heap bytes a history of `layout` takes: its storage, its overflow flags, two
-    /// batches' scratch space and its shared header.
+    /// The heap bytes a history of `layout` takes: its storage, its overflow flags, a batch's
+    /// scratch space and its shared header.
     pub fn bytes_for(layout: &Layout) -> usize {
         // The shared header lives in an `Arc` allocation (two counters plus the header).
         S::bytes_for(layout)
             + OverflowFlags::bytes_for(layout.ring_len())
-            + 2 * BATCH * core::mem::size_of::<Home>()
+            + BATCH * core::mem::size_of::<Home>()
             + core::mem::size_of::<Shared<S>>()
             + 2 * core::mem::size_of::<usize>()
     }
@@ -212,7 +212,7 @@ impl<S: Storage> History<S> {
             start: 0,
             overflowed: OverflowFlags::new(layout.ring_len())?,
             forced: 0,
-            homes: alloc::vec![Home::NONE; 2 * BATCH],
+            homes: Vec::with_capacity(BATCH),
         })
     }
 

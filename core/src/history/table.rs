@@ -311,12 +311,13 @@ impl<S: Storage> Shared<S> {
         (end, last)
     }
 
-    /// The homes of `ids`, into `homes`, their first buckets prefetched.
+    /// The mixed `ids`, into `mixed`, their first buckets prefetched: all that an id's home
+    /// needs, without the rest of it.
     #[inline(always)]
-    pub(crate) fn homes_and_prefetch(&self, ids: &[u64], homes: &mut [Home]) {
-        for (home, &id) in homes.iter_mut().zip(ids) {
-            *home = self.home(id);
-            self.prefetch_bucket(home.first);
+    pub(crate) fn mix_and_prefetch(&self, ids: &[u64], mixed: &mut [u64]) {
+        for (h, &id) in mixed.iter_mut().zip(ids) {
+            *h = self.mixer.mix(id);
+            self.prefetch_bucket(self.codec.first(*h));
         }
     }
 

@@ -30,8 +30,8 @@ use crate::sync::Ordering;
 const REBUILD_EVERY: usize = 7;
 
 /// How many ids of a completion have their first buckets prefetched before its first id is
-/// looked up (see `insert`): all of a short completion's, and enough of a long one's to
-/// overlap with that lookup's cache miss.
+/// looked up (see `insert`), and so form its first batch if that id is new: all of a short
+/// completion's, and enough of a long one's to overlap with that lookup's cache miss.
 const EARLY: usize = 8;
 
 /// How deep the writer searches for a chain of moves that frees a slot.
@@ -108,21 +108,20 @@ impl<S: Storage> History<S> {
         let mut out = Inserted::default();
         // The shared part is borrowed alongside the writer's own fields, which `push` changes.
         let s = &*self.shared;
-        // Two halves: the homes of the batch being inserted, and those of the next one, whose
-        // first buckets are loading meanwhile.
-        let (mut current, mut next) = self.homes.split_at_mut(BATCH);
+        let homes = &mut self.homes;
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
         // The first id alone: if it is a duplicate, the ids after it are usually found by
         // walking the ring, and batching them through the index would be wasted work. The
-        // first buckets of the ids after it start loading meanwhile, but only of a few: their
-        // homes are computed again if the first id is new, and all for nothing if it is not.
-        for &id in ids.iter().take(EARLY).skip(1) {
-            s.prefetch_bucket(s.codec.first(s.mixer.mix(id)));
-        }
+        // first buckets of a few ids after it start loading meanwhile (all of a short
+        // completion's): they form the first batch if the first id is new, and were loaded for
+        // nothing if it is not. `mixed[i]` is the mix of `ids[ahead.start + i]`.
+        let mut mixed = [0u64; BATCH];
+        let mut ahead = 0..ids.len().min(EARLY);
+        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
         if let Some(&id) = ids.first() {
-            let home = s.home(id);
+            let home = s.codec.home(mixed[0]);
             if let Some(word) =
                 s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
             {
@@ -130,9 +129,6 @@ impl<S: Storage> History<S> {
                 k = 1;
             }
         }
-        // The ids whose homes are in `next`, their first buckets loading: `next[i]` is the
-        // home of `ids[ahead.start + i]`. None yet.
-        let mut ahead = 0..0;
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
             // without the index (see `Shared::walk`).
@@ -144,15 +140,16 @@ impl<S: Storage> History<S> {
             if !ahead.contains(&k) {
                 // The ring walk went past the ids already loading: this batch starts at `k`.
                 ahead = k..ids.len().min(k + BATCH);
-                s.homes_and_prefetch(&ids[ahead.clone()], next);
+                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             }
-            let (from, end) = (k - ahead.start, ahead.end);
-            core::mem::swap(&mut current, &mut next);
+            let end = ahead.end;
+            homes.clear();
+            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
             // The next batch's first buckets start loading while this one is worked through.
             ahead = end..ids.len().min(end + BATCH);
-            s.homes_and_prefetch(&ids[ahead.clone()], next);
+            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             let batch = &ids[k..end];
-            let batch_homes = &current[from..from + batch.len()];
+            let batch_homes = &homes[..];
             s.prefetch_for_insert(batch_homes, &self.view);
             if self.view.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
@@ -487,7 +484,7 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
-    /// [`homes_and_prefetch`](Self::homes_and_prefetch)), what its ids will read next: the
+    /// [`mix_and_prefetch`](Self::mix_and_prefetch)), what its ids will read next: the
     /// ring entries of likely duplicates and the second buckets of ids that will look or go
     /// there.
     pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
