@@ -23,6 +23,12 @@ use rustc_hash::FxHashSet;
 
 const SHARDS: usize = 64;
 
+/// The heap bytes of a hashbrown set with room for `items` ids: 8-byte buckets plus one control
+/// byte each and a 16-byte group tail, at most 7/8 of its (power of two) buckets full.
+fn set_bytes(items: usize) -> usize {
+    if items == 0 { 0 } else { (items * 8 / 7).next_power_of_two() * 9 + 16 }
+}
+
 /// The reference layout with standard-library locks.
 #[derive(Debug)]
 pub struct ReferenceHistory {
@@ -75,16 +81,7 @@ impl ReferenceHistory {
     /// Heap bytes: each shard's hashbrown table (8-byte buckets plus one control byte each
     /// and a 16-byte group tail) and the deque's buffer.
     pub fn heap_bytes(&self) -> usize {
-        let sets: usize = self
-            .shards
-            .iter()
-            .map(|s| {
-                let items = s.read().unwrap().capacity();
-                // hashbrown keeps at most 7/8 of its (power of two) buckets full.
-                let buckets = if items == 0 { 0 } else { (items * 8 / 7).next_power_of_two() };
-                if buckets == 0 { 0 } else { buckets * 9 + 16 }
-            })
-            .sum();
+        let sets: usize = self.shards.iter().map(|s| set_bytes(s.read().unwrap().capacity())).sum();
         sets + self.fifo.lock().unwrap().capacity() * 8
     }
 }
@@ -149,15 +146,7 @@ impl ProposalHistory {
 
     /// Heap bytes, counted as for [`ReferenceHistory::heap_bytes`].
     pub fn heap_bytes(&self) -> usize {
-        let sets: usize = self
-            .shards
-            .iter()
-            .map(|s| {
-                let items = s.read().capacity();
-                let buckets = if items == 0 { 0 } else { (items * 8 / 7).next_power_of_two() };
-                if buckets == 0 { 0 } else { buckets * 9 + 16 }
-            })
-            .sum();
+        let sets: usize = self.shards.iter().map(|s| set_bytes(s.read().capacity())).sum();
         sets + self.fifo.lock().capacity() * 8
     }
 }
