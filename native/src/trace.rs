@@ -31,7 +31,8 @@ pub use kvreuse_core::trace::MAX_LINE_BYTES;
 use kvreuse_core::trace::document::Conversations;
 use kvreuse_core::trace::lines::{Lines, Piece, numbered};
 use kvreuse_core::trace::{
-    Format, Request, Sniffed, TimeCheck, TraceError, parse_bailian_line, parse_line, sniff,
+    Format, Request, SNIFF_BYTES, Sniffed, TimeCheck, TraceError, parse_bailian_line, parse_line,
+    sniff,
 };
 
 /// The Mooncake synthetic trace (FAST'25, Apache-2.0; see `traces/NOTICE`), bundled so that
@@ -231,10 +232,6 @@ impl Source {
         Ok(self.open_sniffed(Arc::default())?.1)
     }
 }
-
-/// Bytes read to tell a file's format: enough for the keys of a first record, or for the
-/// fields a kv-cache-tester document puts before its requests.
-const SNIFF_BYTES: usize = 16 << 10;
 
 /// A reader that counts the bytes read through it.
 struct Counted {
@@ -508,7 +505,7 @@ fn read_document(
         }
         document.feed(&buf[..n]).map_err(document_error)?;
     }
-    document.finish().map_err(document_error)
+    document.finish().map(|_| ()).map_err(document_error)
 }
 
 /// Parses whole lines on this thread (see [`TraceReader::parse`]).

@@ -344,6 +344,12 @@ impl Fleet {
         self.simulations.iter_mut().try_for_each(Simulation::finish_trace)
     }
 
+    /// The rows as they stand, in configuration order: requests still in flight are not
+    /// counted yet (see [`play_out`](Self::play_out)).
+    pub fn rows(&self) -> Vec<FleetRow> {
+        self.simulations.iter().map(Simulation::row).collect()
+    }
+
     /// Plays every simulation out to its last request's end and returns the rows, in
     /// configuration order.
     pub fn finish(mut self) -> Result<Vec<FleetRow>, FleetError> {

@@ -26,6 +26,7 @@
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::borrow::BorrowMut;
 use core::fmt;
 use core::ops::Range;
 
@@ -98,23 +99,15 @@ impl Conversations {
     }
 
     /// Starts reading the next document; `name` (its file's) stands in for a missing `id`.
-    pub fn document(&mut self, name: &str) -> DocumentReader<'_> {
-        let index = self.documents.len() as u32;
-        let own_list = self.lists;
-        self.lists += 1;
-        DocumentReader {
-            start_ms: self.stagger_ms.saturating_mul(u64::from(index)),
-            index,
-            own_list,
-            set: self,
-            name: name.into(),
-            id: None,
-            block_size: None,
-            global: false,
-            seen: Seen::default(),
-            splitter: Splitter::default(),
-            previous: Vec::new(),
-        }
+    pub fn document(&mut self, name: &str) -> DocumentReader<&mut Conversations> {
+        DocumentReader::new(self, name)
+    }
+
+    /// Like [`document`](Self::document), for a reader that must outlive a borrow (one fed
+    /// across calls from JavaScript): the reader holds the set, and
+    /// [`finish`](DocumentReader::finish) gives it back.
+    pub fn into_document(self, name: &str) -> DocumentReader<Conversations> {
+        DocumentReader::new(self, name)
     }
 
     /// The requests, merged by time (see the [module docs](self)).
@@ -162,10 +155,10 @@ impl Conversations {
     }
 }
 
-/// Reads one document from chunks. See [`Conversations::document`].
+/// Reads one document from chunks into the set `S` holds. See [`Conversations::document`].
 #[derive(Debug)]
-pub struct DocumentReader<'c> {
-    set: &'c mut Conversations,
+pub struct DocumentReader<S> {
+    set: S,
     index: u32,
     start_ms: u64,
     own_list: u32,
@@ -179,7 +172,27 @@ pub struct DocumentReader<'c> {
     previous: Vec<u64>,
 }
 
-impl DocumentReader<'_> {
+impl<S: BorrowMut<Conversations>> DocumentReader<S> {
+    fn new(mut holder: S, name: &str) -> DocumentReader<S> {
+        let set = holder.borrow_mut();
+        let index = set.documents.len() as u32;
+        let own_list = set.lists;
+        set.lists += 1;
+        DocumentReader {
+            start_ms: set.stagger_ms.saturating_mul(u64::from(index)),
+            index,
+            own_list,
+            set: holder,
+            name: name.into(),
+            id: None,
+            block_size: None,
+            global: false,
+            seen: Seen::default(),
+            splitter: Splitter::default(),
+            previous: Vec::new(),
+        }
+    }
+
     /// Takes the next chunk of the document.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), TraceError> {
         let mut splitter = core::mem::take(&mut self.splitter);
@@ -192,8 +205,8 @@ impl DocumentReader<'_> {
     }
 
     /// Ends the document: checks that it was whole and had its requests, and adds it to the
-    /// set.
-    pub fn finish(self) -> Result<(), TraceError> {
+    /// set, which it gives back.
+    pub fn finish(mut self) -> Result<S, TraceError> {
         self.splitter.finish()?;
         if !self.splitter.saw_requests {
             return Err(error(
@@ -202,8 +215,9 @@ impl DocumentReader<'_> {
             ));
         }
         let key = xxh3_64(self.id.as_deref().unwrap_or(&self.name).as_bytes());
-        self.set.documents.push(Document { namespace: (!self.global).then_some(key), key });
-        Ok(())
+        let document = Document { namespace: (!self.global).then_some(key), key };
+        self.set.borrow_mut().documents.push(document);
+        Ok(self.set)
     }
 
     /// A top-level member other than `requests`.
@@ -221,7 +235,7 @@ impl DocumentReader<'_> {
             0 => self.id = Some(at(json.string(), &path)?.into_owned()),
             1 => {
                 let own = at(json.u64(), &path)?;
-                let replay = self.set.block_size as u64;
+                let replay = self.set.borrow().block_size as u64;
                 if own != replay {
                     return Err(error(
                         &path,
@@ -254,7 +268,7 @@ impl DocumentReader<'_> {
     /// One element of `requests`: a request, or a sub-agent with its requests.
     fn element(&mut self, index: usize, value: &[u8]) -> Result<(), TraceError> {
         let place = Place { index, inner: None };
-        let element = read_element(value, place, self.set.block_size)?;
+        let element = read_element(value, place, self.set.borrow().block_size)?;
         match element.requests {
             None => {
                 let (start, list) = (self.start_ms, self.own_list);
@@ -267,8 +281,9 @@ impl DocumentReader<'_> {
                     Some(duration) => element.own.t_ms.saturating_sub(duration),
                     None => element.own.t_ms,
                 };
-                let list = self.set.lists;
-                self.set.lists += 1;
+                let set = self.set.borrow_mut();
+                let list = set.lists;
+                set.lists += 1;
                 let mut previous = Vec::new();
                 for request in requests {
                     self.push(list, self.start_ms + started, request, &mut previous);
@@ -282,7 +297,7 @@ impl DocumentReader<'_> {
     /// `previous`, the list's previous request's (which it then replaces).
     fn push(&mut self, list: u32, base_ms: u64, request: Read, previous: &mut Vec<u64>) {
         let shared = previous.iter().zip(&request.ids).take_while(|(a, b)| a == b).count();
-        let set = &mut *self.set;
+        let set = self.set.borrow_mut();
         let start = set.pool.len();
         set.pool.extend_from_slice(&request.ids[shared..]);
         set.entries.push(Entry {
@@ -746,7 +761,7 @@ mod tests {
         for piece in text.chunks(chunk) {
             document.feed(piece)?;
         }
-        document.finish()
+        document.finish().map(|_| ())
     }
 
     fn times_and_ids(set: Conversations) -> Vec<(u64, u64, Vec<u64>)> {

@@ -81,6 +81,10 @@ impl fmt::Display for Format {
     }
 }
 
+/// How many of a file's first bytes every front end hands [`sniff`]: enough for the keys
+/// before a kv-cache-tester document's `requests`, or a JSONL file's first record.
+pub const SNIFF_BYTES: usize = 16 << 10;
+
 /// What the first bytes of a file say about it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sniffed {
