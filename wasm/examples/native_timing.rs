@@ -1,54 +1,104 @@
-//! The browser's replay, timed natively: the baseline of `wasm/tools/bench.mjs`.
+//! The browser's runs, timed natively: the baseline of `wasm/tools/bench.mjs`.
 //!
-//! Runs exactly the work the JS `Replay` does (read the lines, replay them through every
-//! history, build the rows) with the same Rust code, on one thread, and prints one JSON line
-//! with the time of each run in milliseconds.
+//! Runs exactly the work the JS `Replay` or `Fleet` does (read the text, run the requests
+//! through every history or fleet, build the rows) with the same Rust code, on one thread,
+//! and prints one JSON line with the time of each run in milliseconds and a checksum (the sum
+//! of the rows' F1 tokens for a replay, of their F5 tokens for fleets).
 //!
 //! ```sh
-//! cargo run --release -p kvreuse-wasm --example replay_native -- \
+//! cargo run --release -p kvreuse-wasm --example native_timing -- \
 //!     traces/mooncake_synthetic_trace.jsonl --capacity 1k,10k,inf --policy fifo,lru --reps 5
+//! cargo run --release -p kvreuse-wasm --example native_timing -- --engine fleet \
+//!     traces/mooncake_synthetic_trace.jsonl --workers 4,8 --worker-capacity 2k,10k --reps 5
 //! ```
+//!
+//! Every flag of `kvreuse replay` or `kvreuse fleet` that takes a value is read by the shared
+//! setup, as the command line and the JS options are.
 
 use std::time::Instant;
 
-use kvreuse_core::setup::{ReplaySettings, list_items};
-use kvreuse_wasm::session::Session;
+use kvreuse_core::setup::{FleetSettings, ReplaySettings, Setting};
+use kvreuse_wasm::session::{FleetSession, ReplaySession};
+
+/// Every setting, to find a flag's.
+const SETTINGS: [Setting; 17] = [
+    Setting::BlockSize,
+    Setting::Capacity,
+    Setting::Policy,
+    Setting::Warmup,
+    Setting::WarmupRequests,
+    Setting::SkipInvalid,
+    Setting::Format,
+    Setting::Stagger,
+    Setting::Workers,
+    Setting::WorkerCapacity,
+    Setting::Router,
+    Setting::EngineBlockSize,
+    Setting::KvBytesPerToken,
+    Setting::History,
+    Setting::Timing,
+    Setting::Speedup,
+    Setting::Seed,
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut trace = None;
-    let mut settings = ReplaySettings::default();
+    let mut fleet = false;
+    let mut flags = Vec::new();
     let mut reps = 5usize;
     let mut warmup_runs = 1usize;
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
-            "--capacity" => settings.set_capacities(list_items(&value()?))?,
-            "--policy" => settings.set_policies(list_items(&value()?))?,
-            "--block-size" => settings.trace.set_block_size(value()?.parse()?)?,
-            "--warmup" => settings.trace.set_warmup_text(&value()?)?,
+            "--engine" => fleet = value()? == "fleet",
             "--reps" => reps = value()?.parse()?,
             "--warmup-runs" => warmup_runs = value()?.parse()?,
-            _ if trace.is_none() && !arg.starts_with("--") => trace = Some(arg),
+            flag if flag.starts_with("--") => {
+                let setting = SETTINGS
+                    .into_iter()
+                    .find(|s| s.flag() == flag)
+                    .ok_or_else(|| format!("unexpected argument {arg:?}"))?;
+                flags.push((setting, value()?));
+            }
+            _ if trace.is_none() => trace = Some(arg),
             _ => return Err(format!("unexpected argument {arg:?}").into()),
         }
     }
     let text = std::fs::read(trace.ok_or("give a trace file")?)?;
+    let run: Box<dyn Fn() -> Result<u64, Box<dyn std::error::Error>>> = if fleet {
+        let mut settings = FleetSettings::default();
+        for (setting, value) in &flags {
+            settings.set(*setting, value)?;
+        }
+        Box::new(move || {
+            let mut session = FleetSession::new(text.clone(), &settings)?;
+            session.run()?;
+            Ok(session.results().iter().map(|r| r.funnel.f5).sum())
+        })
+    } else {
+        let mut settings = ReplaySettings::default();
+        for (setting, value) in &flags {
+            settings.set(*setting, value)?;
+        }
+        Box::new(move || {
+            let mut session = ReplaySession::new(text.clone(), &settings)?;
+            session.run()?;
+            Ok(session.results().iter().map(|r| r.f1_tokens).sum())
+        })
+    };
     let mut times = Vec::with_capacity(reps);
-    let mut f1 = 0;
-    for run in 0..warmup_runs + reps {
+    let mut checksum = 0;
+    for round in 0..warmup_runs + reps {
         let start = Instant::now();
-        let mut session = Session::new(text.clone(), &settings)?;
-        session.run()?;
-        let rows = session.results();
+        checksum = run()?;
         let elapsed = start.elapsed().as_secs_f64() * 1e3;
-        f1 = rows.iter().map(|r| r.f1_tokens).sum::<u64>();
-        if run >= warmup_runs {
+        if round >= warmup_runs {
             times.push(elapsed);
         }
     }
     let times: Vec<String> = times.iter().map(|t| format!("{t:.3}")).collect();
     // The checksum lets the caller confirm both sides did the same work.
-    println!("{{\"ms\":[{}],\"f1_tokens_sum\":{f1}}}", times.join(","));
+    println!("{{\"ms\":[{}],\"checksum\":{checksum}}}", times.join(","));
     Ok(())
 }

@@ -97,6 +97,21 @@ pub(crate) fn integer(value: &JsValue, what: &str) -> Result<usize, JsValue> {
     Ok(n as usize)
 }
 
+/// A non-negative integer from a JS number, as a `u64` (`integer` is bounded by wasm32's
+/// `usize`); beyond 2^53 a number is not exact, which the setting's own check refuses.
+pub(crate) fn whole_number(value: &JsValue, what: &str) -> Result<u64, JsValue> {
+    let Some(n) = value.as_f64() else {
+        return Err(type_error(format_args!("{what} must be a number, not {}", describe(value))));
+    };
+    if n.fract() != 0.0 || !(0.0..18_446_744_073_709_551_616.0).contains(&n) {
+        return Err(range_error(format_args!(
+            "{what} must be a non-negative integer below 2^64, not {}",
+            number(n)
+        )));
+    }
+    Ok(n as u64)
+}
+
 /// One id: a `BigInt` in `0..2^64`.
 pub(crate) fn id(value: &JsValue, what: &str) -> Result<u64, JsValue> {
     if !value.is_bigint() {

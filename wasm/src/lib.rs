@@ -6,14 +6,17 @@
 //!
 //! A KV-cache-aware router names every complete block of a prompt by a 64-bit id chained from
 //! its parent's; F0 counts the prompt tokens a router sees, F1 those in leading blocks whose
-//! ids were computed before. Three things are exported:
+//! ids were computed before. Exported:
 //!
 //! - [`blockHashes`](block_hashes): the ids of a token sequence under the Dynamo or a vLLM
 //!   scheme (the recipes and their golden vectors are in `kvreuse-core`'s `chain` module);
 //! - [`History`]: the router's bounded FIFO history of ids;
-//! - [`Replay`]: a request trace (Mooncake or token JSONL) replayed through many history
-//!   sizes and policies at once, in steps a page can schedule between frames or run in a
-//!   worker, with the rows `kvreuse replay --json` prints.
+//! - [`Replay`]: a request trace (any format `kvreuse replay` reads, given whole or in chunks
+//!   of files) replayed through many history sizes and policies at once, in steps a page can
+//!   schedule between frames or run in a worker, with the rows `kvreuse replay --json` prints;
+//! - with the `fleet` feature, `Fleet`: the same trace through simulated fleets of workers,
+//!   with the rows `kvreuse fleet --json` prints (not in the page's module until it fits the
+//!   size budget).
 //!
 //! ```js
 //! import init, { Replay, blockHashes } from "./pkg/kvreuse_wasm.js";
@@ -37,19 +40,26 @@
 //!   1.5). Nothing panics on input.
 //! - The generated `kvreuse_wasm.d.ts` types all of this.
 //!
-//! The [`session`] and [`footprint`] modules hold the replay logic in plain Rust, so that the
-//! host tests and the native timing example run exactly the code the browser runs.
+//! The [`input`], [`session`] and [`footprint`] modules hold the logic in plain Rust, so that
+//! the host tests and the native timing example run exactly the code the browser runs.
 
 #![forbid(unsafe_code)]
 
 pub mod footprint;
+pub mod input;
 pub mod session;
 
+#[cfg(feature = "fleet")]
+mod fleet;
 mod hash;
 mod history;
 mod js;
+mod options;
 mod replay;
+mod stepped;
 
+#[cfg(feature = "fleet")]
+pub use fleet::Fleet;
 pub use hash::block_hashes;
 pub use history::History;
 pub use replay::Replay;

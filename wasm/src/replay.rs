@@ -1,29 +1,51 @@
 //! `Replay` for JS: the `kvreuse replay` engine, advanced in steps.
 
-use js_sys::{Array, Object, Reflect};
+use js_sys::{Array, Object};
 use kvreuse_core::replay::Row;
-use kvreuse_core::setup::{ReplaySettings, Setting, SetupError};
 use wasm_bindgen::prelude::*;
 
-use crate::js::{self, Options, range_error, type_error};
-use crate::session::{Session, SessionError};
+use crate::js;
+use crate::options;
+use crate::session::ReplaySession;
+use crate::stepped;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** Options of `new Replay`: the flags of `kvreuse replay`, with its defaults. */
-export interface ReplayOptions {
+export interface ReplayOptions extends TraceOptions {
   /** History sizes: blocks (1000, "10k", "1M"), bytes ("256MiB") or "inf"; an array or a
    *  comma-separated string. Default "1k,10k,100k,1M,inf". */
   capacities?: string | (string | number)[];
   /** "fifo", "lru", "inf"; an array or a comma-separated string. Default "fifo,lru". */
   policies?: string | string[];
-  /** Tokens per block: the trace's for Mooncake records, the hashing block size for token
-   *  records. Default 512. */
+}
+
+/** Options every run over a trace takes: the flags of `kvreuse replay` and `kvreuse fleet`
+ *  about the trace, with their defaults. */
+export interface TraceOptions {
+  /** Tokens per block: the trace's for Mooncake (512) and Bailian (16) records, a
+   *  kv-cache-tester document's own, the hashing block size (512) for token records.
+   *  Default the format's. */
   blockSize?: number;
-  /** Fraction of the requests in [0, 1) that only warm the histories up. Default 0. */
+  /** "mooncake", "bailian", "kvcache-tester" or "tokens". Default: told from each file's
+   *  first bytes. */
+  format?: "mooncake" | "bailian" | "kvcache-tester" | "tokens";
+  /** Fraction of the requests in [0, 1) that only warm up. Default 0. A trace given in
+   *  chunks (JSONL) cannot be counted in advance: give `warmupRequests` instead. */
   warmup?: number;
+  /** Number of requests that only warm up (instead of `warmup`). */
+  warmupRequests?: number;
   /** Count and skip invalid lines instead of stopping at the first. Default false. */
   skipInvalid?: boolean;
+  /** Seconds between the starts of kv-cache-tester conversations. Default 0. */
+  stagger?: number;
+}
+
+/** A file of the trace, its format and whether it was told from its first bytes. */
+export interface TraceFile {
+  file: string;
+  format: "mooncake" | "bailian" | "kvcache-tester" | "tokens" | null;
+  told: boolean;
 }
 
 /** One history's results: the fields of a `kvreuse replay --json` row. */
@@ -53,69 +75,11 @@ export interface ReplayReport {
   measured_requests: number;
   block_size: number;
   warmup: number;
+  warmup_requests: number | null;
   skipped_lines: number;
   rows: ReplayRow[];
 }
 "#;
-
-/// The options, named by the shared setup's rule (the flag in camelCase, plural for a list).
-const KEYS: [&str; 5] = [
-    Setting::Capacity.js_name(),
-    Setting::Policy.js_name(),
-    Setting::BlockSize.js_name(),
-    Setting::Warmup.js_name(),
-    Setting::SkipInvalid.js_name(),
-];
-
-fn js_error(error: &SessionError) -> JsValue {
-    let value = if error.is_range() { range_error(error) } else { type_error(error) };
-    if let Some(line) = error.line() {
-        let _ = Reflect::set(&value, &JsValue::from_str("line"), &JsValue::from_f64(line as f64));
-    }
-    value
-}
-
-fn setup_error(error: SetupError) -> JsValue {
-    js_error(&SessionError::Setup(error))
-}
-
-/// The options mapped onto the shared setup, which checks them as the command line does:
-/// lists as the text of a flag's value, numbers through the typed setters (so that no float
-/// parser or formatter is linked for them).
-fn settings(options: &JsValue) -> Result<ReplaySettings, JsValue> {
-    let options = Options::new(options, "options", &KEYS)?;
-    let mut settings = ReplaySettings::default();
-    for setting in [Setting::Capacity, Setting::Policy] {
-        let name = setting.js_name();
-        let Some(items) = options.list(name)? else { continue };
-        let texts = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| match item.as_string() {
-                Some(text) => Ok(text),
-                // A number counts blocks, as a plain number written as text does.
-                None if setting == Setting::Capacity && item.as_f64().is_some() => {
-                    js::integer(item, &format!("options.{name}[{i}]")).map(|n| n.to_string())
-                }
-                None if setting == Setting::Capacity => Err(type_error(format_args!(
-                    "options.{name}[{i}] must be a string or a number"
-                ))),
-                None => Err(type_error(format_args!("options.{name}[{i}] must be a string"))),
-            })
-            .collect::<Result<Vec<String>, _>>()?;
-        settings.set_list(setting, &texts.join(",")).map_err(setup_error)?;
-    }
-    if let Some(block_size) = options.integer(Setting::BlockSize.js_name())? {
-        settings.trace.set_block_size(block_size).map_err(setup_error)?;
-    }
-    if let Some(warmup) = options.number(Setting::Warmup.js_name())? {
-        settings.trace.set_warmup(warmup, &js::number(warmup)).map_err(setup_error)?;
-    }
-    if let Some(skip) = options.boolean(Setting::SkipInvalid.js_name())? {
-        settings.trace.skip_invalid = skip;
-    }
-    Ok(settings)
-}
 
 /// A request trace replayed through several history sizes and policies, as
 /// `kvreuse replay` does, in steps: call `step` until it returns `true` (in a worker, or
@@ -123,65 +87,92 @@ fn settings(options: &JsValue) -> Result<ReplaySettings, JsValue> {
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Replay {
-    session: Session,
+    session: ReplaySession,
 }
 
 #[wasm_bindgen]
 impl Replay {
-    /// Prepares to replay `trace`: JSONL text (a string, or its UTF-8 bytes as a
-    /// `Uint8Array`) of Mooncake records (`hash_ids`) or token records (`tokens`).
+    /// Prepares to replay `trace`: a whole trace as text (a string, or its UTF-8 bytes as a
+    /// `Uint8Array`), in any format `kvreuse replay` reads; or `null`, to hand the trace over
+    /// in chunks with `push` (files one after another, each begun with `beginFile`), then
+    /// `finish`.
     ///
     /// The options are checked here: a `TypeError` for an unknown option or a value of the
-    /// wrong type, a `RangeError` for one out of range. The lines are read by `step`.
+    /// wrong type, a `RangeError` for one out of range. The trace is read by `step`.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] trace: &JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array | null")] trace: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "ReplayOptions")] options: &JsValue,
     ) -> Result<Replay, JsValue> {
-        let settings = settings(options)?;
-        let text = js::text_bytes(trace, "trace")?;
-        let session = Session::new(text, &settings).map_err(|e| js_error(&e))?;
-        Ok(Replay { session })
+        let settings = options::replay(options)?;
+        Ok(Replay { session: stepped::session(trace, &settings)? })
     }
 
-    /// Does up to `maxWork` units of work (default: all that is left): trace lines while
-    /// parsing, then requests. Returns whether the replay is done.
+    /// Starts the next file of a trace given in chunks, named `name` in errors (a first file
+    /// named "trace" is begun by `push` when none is). Its format is told from its first
+    /// bytes, unless `format` was given.
+    #[wasm_bindgen(js_name = beginFile)]
+    pub fn begin_file(&mut self, name: &str) -> Result<(), JsValue> {
+        stepped::begin_file(&mut self.session, name)
+    }
+
+    /// Takes the next chunk of the current file (a `Uint8Array`, any size, not compressed)
+    /// and replays the requests it completes. kv-cache-tester documents replay as
+    /// concurrent conversations, so their requests wait for `finish`.
+    pub fn push(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | string")] chunk: &JsValue,
+    ) -> Result<(), JsValue> {
+        stepped::push(&mut self.session, chunk)
+    }
+
+    /// Ends a trace given in chunks; `step` then replays what is left (a document set's
+    /// requests, merged by time) and returns `true` when done.
+    pub fn finish(&mut self) -> Result<(), JsValue> {
+        stepped::finish(&mut self.session)
+    }
+
+    /// Replays up to `maxWork` requests (default: all that is left), reading the text as
+    /// needed. Returns whether the replay is done (for a trace given in chunks, only after
+    /// `finish`).
     ///
     /// A malformed line throws a `TypeError` (`line N: what is wrong`, with `line` set on the
-    /// error), unless `skipInvalid` was given; the replay then stays at that line.
+    /// error, and the file's name in front for a trace given in chunks), unless
+    /// `skipInvalid` was given; every later call throws it again.
     pub fn step(
         &mut self,
         #[wasm_bindgen(js_name = maxWork, unchecked_optional_param_type = "number")]
         max_work: &JsValue,
     ) -> Result<bool, JsValue> {
-        if max_work.is_undefined() {
-            return self.session.run().map(|()| true).map_err(|e| js_error(&e));
-        }
-        let max = match js::integer(max_work, "maxWork")? {
-            0 => return Err(range_error("maxWork must be at least 1")),
-            n => n,
-        };
-        self.session.step(max).map_err(|e| js_error(&e))
+        stepped::step(&mut self.session, max_work)
     }
 
-    /// `"replay"` or `"done"`: whether `step` has work left (each step reads lines and
-    /// replays their requests at once).
+    /// `"replay"` or `"done"`: whether there is work left.
     #[wasm_bindgen(getter, unchecked_return_type = "\"replay\" | \"done\"")]
     pub fn phase(&self) -> String {
         self.session.phase().name().into()
     }
 
-    /// Progress in `[0, 1]`: the share of the trace's bytes read and replayed.
+    /// Progress in `[0, 1]`: the share of a whole trace's bytes read (and of a document
+    /// set's requests replayed); for a trace given in chunks, of its requests replayed once
+    /// their number is known after `finish` (0 before).
     #[wasm_bindgen(getter)]
     pub fn progress(&self) -> f64 {
         self.session.progress()
     }
 
-    /// Records (non-blank lines) in the trace, counted when the replay was created, so known
-    /// from the start.
+    /// Records in the trace, once known: a whole JSONL trace's non-blank lines are counted
+    /// when the replay is created; documents and chunks once all are read. `null` before.
     #[wasm_bindgen(getter)]
-    pub fn requests(&self) -> f64 {
-        self.session.records() as f64
+    pub fn requests(&self) -> Option<f64> {
+        self.session.records().map(|n| n as f64)
+    }
+
+    /// The trace's files, each with its format and whether it was told from its first
+    /// bytes.
+    #[wasm_bindgen(unchecked_return_type = "TraceFile[]")]
+    pub fn files(&self) -> Array {
+        options::formats(self.session.input_stats())
     }
 
     /// Requests replayed so far.
@@ -222,7 +213,7 @@ impl Replay {
     }
 
     /// The whole object `kvreuse replay --json` prints: `requests`, `measured_requests`,
-    /// `block_size`, `warmup`, `skipped_lines` and `rows`.
+    /// `block_size`, `warmup`, `warmup_requests`, `skipped_lines` and `rows`.
     #[wasm_bindgen(unchecked_return_type = "ReplayReport")]
     pub fn report(&self) -> Result<Object, JsValue> {
         let summary = self.session.summary();
@@ -235,6 +226,8 @@ impl Replay {
         );
         js::set(&out, "block_size", summary.block_size as f64);
         js::set(&out, "warmup", summary.warmup);
+        let warmup_requests = summary.warmup_requests.map(|n| js::count(n, "warmup_requests"));
+        js::set(&out, "warmup_requests", warmup_requests.transpose()?.unwrap_or(JsValue::NULL));
         js::set(&out, "skipped_lines", js::count(summary.skipped_lines, "skipped_lines")?);
         js::set(&out, "rows", self.results()?);
         Ok(out)

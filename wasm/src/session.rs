@@ -1,47 +1,53 @@
-//! A replay that advances in slices: the engine behind the JS `Replay`, in plain Rust.
+//! A run over a trace that advances in slices: the engine behind the JS `Replay` and `Fleet`,
+//! in plain Rust.
 //!
 //! A browser page must not freeze while a trace of a million lines is read and replayed, so
-//! the work is cut into steps the caller schedules: each step reads a bounded number of lines
-//! and replays each request as it is read, so no request is kept after its turn. Everything
-//! else mirrors `kvreuse replay` exactly, so that the page and the command line print the same
-//! numbers for the same input:
+//! the work is cut into steps the caller schedules. A [`Session`] takes its trace either as
+//! one text, which each [`step`](Session::step) reads a slice of, or in chunks of files the
+//! caller hands over ([`push`](Session::push), then [`finish`](Session::finish)); the
+//! [`Input`] turns either into requests, in any format the command line reads, and each
+//! request goes through the [`Engine`] (the replay's histories, or the simulated fleets) as
+//! soon as it is read, so no request is kept after its turn. Everything else mirrors the
+//! command line exactly, so that the page and `kvreuse` print the same numbers for the same
+//! input:
 //!
-//! - a byte order mark at the start is dropped; lines are split at `\n` and numbered from 1;
-//!   blank lines are skipped; a line is parsed by [`parse_line`] with a Dynamo hasher of the
-//!   block size, and a bad one stops the replay with its number (or is counted and skipped
-//!   when asked to);
-//! - capacities and policies become a [`ReplayConfig::grid`] through the shared setup; the
-//!   warm-up ends before request `floor(warmup * records)`, the records counted first;
-//! - each history's heap bytes are a 64-bit router's ([`crate::footprint`]).
+//! - the settings are the shared setup's ([`ReplaySettings`], [`FleetSettings`]), settled by
+//!   the first file's format (its block size when none is given);
+//! - a warm-up given as a share ends before request `floor(warmup * records)`, the records
+//!   counted first: in a whole JSONL text before the run, in kv-cache-tester documents once
+//!   all are read; chunked JSONL cannot be counted in advance, so it takes a number of
+//!   warm-up requests instead;
+//! - heap bytes are a 64-bit router's ([`crate::footprint`]).
 //!
 //! This module has no JS in it, so the same code runs natively for timing and host tests.
 
+use std::collections::VecDeque;
 use std::fmt;
 
-use kvreuse_core::chain::DynamoHasher;
+use kvreuse_core::fleet::{Fleet, FleetError, FleetRow, Funnel, WorkerShare};
 use kvreuse_core::replay::{Policy, Replay, ReplayConfig, ReplayError, Row};
-use kvreuse_core::setup::{ReplaySettings, SetupError, Warmup};
-use kvreuse_core::trace::lines::numbered;
-use kvreuse_core::trace::{TraceError, parse_line};
+use kvreuse_core::setup::{FleetSettings, ReplaySettings, SetupError, TraceSettings, Warmup};
+use kvreuse_core::trace::{Request, SNIFF_BYTES, sniff};
 
 use crate::footprint;
+use crate::input::{Input, InputError, InputStats, count_records};
 
-/// Why a replay could not be set up or continued.
+/// Why a run could not be set up or continued.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum SessionError {
     /// A setting is unusable (the shared setup's judgement, as on the command line).
     Setup(SetupError),
-    /// The engine refused the trace.
+    /// The trace could not be read.
+    Input(InputError),
+    /// The replay engine refused the trace.
     Replay(ReplayError),
-    /// A trace line is not a valid record (or longer than
-    /// [`MAX_LINE_BYTES`](kvreuse_core::trace::MAX_LINE_BYTES)).
-    Line {
-        /// 1-based line number.
-        line: u64,
-        /// What is wrong with it.
-        error: TraceError,
-    },
+    /// The fleet engine refused the trace.
+    Fleet(FleetError),
+    /// A warm-up share over chunked JSONL, whose requests cannot be counted in advance.
+    WarmupNeedsCount,
+    /// A chunk for a session given its whole trace.
+    WholeText,
 }
 
 impl SessionError {
@@ -50,15 +56,16 @@ impl SessionError {
     pub fn is_range(&self) -> bool {
         match self {
             Self::Setup(error) => error.is_range(),
-            Self::Replay(_) => true,
-            Self::Line { error, .. } => matches!(error, TraceError::LineTooLong),
+            Self::Input(error) => error.is_range(),
+            Self::Replay(_) | Self::Fleet(_) => true,
+            Self::WarmupNeedsCount | Self::WholeText => false,
         }
     }
 
     /// The trace line the error is about, if it is about one.
     pub fn line(&self) -> Option<u64> {
         match self {
-            Self::Line { line, .. } => Some(*line),
+            Self::Input(error) => error.line(),
             _ => None,
         }
     }
@@ -69,11 +76,17 @@ impl fmt::Display for SessionError {
         match self {
             // The option's name as this front end spells it, then the shared setup's words.
             Self::Setup(error) => write!(f, "options.{}: {error}", error.setting.js_name()),
+            Self::Input(error) => error.fmt(f),
             Self::Replay(error) => error.fmt(f),
-            Self::Line { line, error } => match error.column() {
-                Some(column) => write!(f, "line {line}:{column}: {error}"),
-                None => write!(f, "line {line}: {error}"),
-            },
+            Self::Fleet(error) => error.fmt(f),
+            Self::WarmupNeedsCount => f.write_str(
+                "options.warmup: a share of the requests needs their number before the first \
+                 is replayed, which a trace given in chunks does not tell; give warmupRequests \
+                 instead, or the whole text",
+            ),
+            Self::WholeText => f.write_str(
+                "this run was given its whole trace; chunks go to one created with a null trace",
+            ),
         }
     }
 }
@@ -86,10 +99,119 @@ impl From<SetupError> for SessionError {
     }
 }
 
+impl From<InputError> for SessionError {
+    fn from(error: InputError) -> Self {
+        SessionError::Input(error)
+    }
+}
+
+/// What a session runs the requests through: the replay's histories or the simulated fleets.
+pub trait Engine: Sized {
+    /// What the engine is asked for.
+    type Settings: Clone;
+
+    /// The trace part of the settings.
+    fn trace(settings: &Self::Settings) -> &TraceSettings;
+
+    /// The trace part, to settle.
+    fn trace_mut(settings: &mut Self::Settings) -> &mut TraceSettings;
+
+    /// Checks the settings, settled, as far as can be done before the first request.
+    fn check(settings: &Self::Settings) -> Result<(), SessionError>;
+
+    /// The engine for the settled settings, counting from request `measure_from`.
+    fn start(settings: &Self::Settings, measure_from: usize) -> Result<Self, SessionError>;
+
+    /// Runs one request through.
+    fn push(&mut self, request: &Request) -> Result<(), SessionError>;
+
+    /// Called once after the last request.
+    fn done(&mut self) -> Result<(), SessionError> {
+        Ok(())
+    }
+}
+
+/// The replay's histories (`kvreuse replay`).
+#[derive(Debug)]
+pub struct ReplayEngine {
+    config: ReplayConfig,
+    replay: Replay,
+}
+
+impl Engine for ReplayEngine {
+    type Settings = ReplaySettings;
+
+    fn trace(settings: &ReplaySettings) -> &TraceSettings {
+        &settings.trace
+    }
+
+    fn trace_mut(settings: &mut ReplaySettings) -> &mut TraceSettings {
+        &mut settings.trace
+    }
+
+    fn check(settings: &ReplaySettings) -> Result<(), SessionError> {
+        settings.grid(footprint::blocks)?;
+        settings.trace.hasher()?;
+        Ok(())
+    }
+
+    fn start(settings: &ReplaySettings, measure_from: usize) -> Result<Self, SessionError> {
+        let mut config = settings.grid(footprint::blocks)?;
+        config.measure_from = measure_from;
+        let replay = Replay::new(&config).map_err(SessionError::Replay)?;
+        Ok(ReplayEngine { config, replay })
+    }
+
+    fn push(&mut self, request: &Request) -> Result<(), SessionError> {
+        self.replay.push(request).map_err(SessionError::Replay)
+    }
+}
+
+/// The simulated fleets (`kvreuse fleet`).
+#[derive(Debug)]
+pub struct FleetEngine {
+    fleet: Fleet,
+    rows: Option<Vec<FleetRow>>,
+}
+
+impl Engine for FleetEngine {
+    type Settings = FleetSettings;
+
+    fn trace(settings: &FleetSettings) -> &TraceSettings {
+        &settings.trace
+    }
+
+    fn trace_mut(settings: &mut FleetSettings) -> &mut TraceSettings {
+        &mut settings.trace
+    }
+
+    fn check(settings: &FleetSettings) -> Result<(), SessionError> {
+        settings.config(footprint::blocks)?;
+        Ok(())
+    }
+
+    fn start(settings: &FleetSettings, measure_from: usize) -> Result<Self, SessionError> {
+        let mut config = settings.config(footprint::blocks)?;
+        config.measure_from = measure_from;
+        let fleet = Fleet::new(&config).map_err(SessionError::Fleet)?;
+        Ok(FleetEngine { fleet, rows: None })
+    }
+
+    fn push(&mut self, request: &Request) -> Result<(), SessionError> {
+        self.fleet.push(request).map_err(SessionError::Fleet)
+    }
+
+    fn done(&mut self) -> Result<(), SessionError> {
+        self.fleet.play_out().map_err(SessionError::Fleet)?;
+        self.rows = Some(self.fleet.rows());
+        Ok(())
+    }
+}
+
 /// Where a session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading the trace's lines and replaying each request as it is read.
+    /// Reading the trace and running each request through as it is read.
     Replay,
     /// Finished: the results are final.
     Done,
@@ -105,199 +227,450 @@ impl Phase {
     }
 }
 
-/// The summary `kvreuse replay --json` prints along with the rows.
+/// The summary fields `kvreuse replay --json` and `kvreuse fleet --json` print beside the
+/// rows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
-    /// Valid requests replayed.
+    /// Valid requests run.
     pub requests: u64,
     /// Requests after the warm-up.
     pub measured_requests: u64,
     /// Tokens per block.
     pub block_size: usize,
-    /// The warm-up fraction.
+    /// The warm-up fraction (0 when given as a number of requests).
     pub warmup: f64,
+    /// The number of warm-up requests, when given as a number.
+    pub warmup_requests: Option<u64>,
     /// Invalid lines skipped.
     pub skipped_lines: u64,
 }
 
-/// A trace replay advanced in steps. See the [module docs](self).
+/// Bytes of a whole text a step hands the input at a time: a few hundred requests of the
+/// bundled trace, so a step's work stays close to what it was asked for.
+const TEXT_SLICE: usize = 32 << 10;
+
+/// A whole text, read a slice per step.
 #[derive(Debug)]
-pub struct Session {
-    text: Vec<u8>,
-    /// Byte offset of the next line to read.
+struct Text {
+    bytes: Vec<u8>,
     cursor: usize,
-    /// Number of the next line to read.
-    line: u64,
-    hasher: DynamoHasher,
-    warmup: Warmup,
-    skip_invalid: bool,
-    config: ReplayConfig,
-    engine: Replay,
-    /// Records (non-blank lines) in the trace, counted when the session starts.
-    records: u64,
-    replayed: u64,
-    skipped: u64,
-    /// The first timestamp and the latest, of the requests replayed.
-    times: Option<(u64, u64)>,
-    /// The timestamp of the last replayed request that has one.
-    last_time: Option<u64>,
 }
 
-impl Session {
-    /// Checks `settings` and prepares to replay `text` (JSONL: Mooncake or token records).
-    /// The records are counted now (a scan for line ends, fast): the progress needs their
-    /// number, and a warm-up share its place.
-    pub fn new(text: Vec<u8>, settings: &ReplaySettings) -> Result<Session, SessionError> {
-        let mut config = settings.grid(footprint::blocks)?;
-        let hasher = settings.trace.hasher()?;
-        let text = match text.strip_prefix(b"\xEF\xBB\xBF") {
-            // A byte order mark, as some editors write: not part of the first line.
-            Some(rest) => rest.to_vec(),
-            None => text,
-        };
-        let records = count_records(&text, &hasher, settings.trace.skip_invalid);
-        let warmup = settings.trace.warmup;
-        config.measure_from = warmup.measure_from(Some(records)).unwrap_or(0) as usize;
-        let engine = Replay::new(&config).map_err(SessionError::Replay)?;
+/// A run over a trace, advanced in steps. See the [module docs](self).
+#[derive(Debug)]
+pub struct Session<E: Engine> {
+    settings: E::Settings,
+    input: Input,
+    /// The trace as one text, or `None` when it comes in chunks.
+    text: Option<Text>,
+    /// Requests read and not yet run.
+    pending: VecDeque<Request>,
+    engine: Option<E>,
+    /// Records in the trace, once known.
+    records: Option<u64>,
+    /// The first counted request, once placed.
+    measure_from: Option<u64>,
+    replayed: u64,
+    /// The first timestamp and the latest, of the requests run.
+    times: Option<(u64, u64)>,
+    /// The timestamp of the last request run that has one.
+    last_time: Option<u64>,
+    /// The error that stopped the run, given again by every later call.
+    failed: Option<SessionError>,
+    /// Whether the settings have been settled by the first file.
+    settled: bool,
+    done: bool,
+}
+
+/// A replay of the histories.
+pub type ReplaySession = Session<ReplayEngine>;
+
+/// A simulation of fleets.
+pub type FleetSession = Session<FleetEngine>;
+
+impl<E: Engine> Session<E> {
+    /// Checks `settings` and prepares to run `text` (a whole trace, in any format). The
+    /// format is told and the records of a JSONL trace are counted now (a scan for line
+    /// ends, fast): the progress needs their number, and a warm-up share its place.
+    pub fn new(text: Vec<u8>, settings: &E::Settings) -> Result<Self, SessionError> {
+        let mut settings = settings.clone();
+        let head = &text[..text.len().min(SNIFF_BYTES)];
+        E::trace_mut(&mut settings).settle(sniff(head));
+        let records = count_records(&text, E::trace(&settings))?;
+        let mut session = Session::chunked(&settings)?;
+        session.records = records;
+        session.text = Some(Text { bytes: text, cursor: 0 });
+        session.input.begin("", &mut |_| {})?;
+        Ok(session)
+    }
+
+    /// Checks `settings` and prepares to run a trace handed over in chunks.
+    pub fn chunked(settings: &E::Settings) -> Result<Self, SessionError> {
+        E::check(settings)?;
         Ok(Session {
-            text,
-            cursor: 0,
-            line: 1,
-            hasher,
-            warmup,
-            skip_invalid: settings.trace.skip_invalid,
-            config,
-            engine,
-            records,
+            input: Input::new(E::trace(settings)),
+            settings: settings.clone(),
+            text: None,
+            pending: VecDeque::new(),
+            engine: None,
+            records: None,
+            measure_from: None,
             replayed: 0,
-            skipped: 0,
             times: None,
             last_time: None,
+            failed: None,
+            settled: false,
+            done: false,
+        })
+    }
+
+    /// Starts the next file of a chunked trace, named `name` in messages.
+    pub fn begin_file(&mut self, name: &str) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let pending = &mut s.pending;
+            let read = s.input.begin(name, &mut |r| pending.push_back(r));
+            s.settle()?;
+            s.run_pending()?;
+            Ok(read?)
+        })
+    }
+
+    /// Takes the next chunk of the current file and runs the requests it completes (a
+    /// kv-cache-tester document's requests wait for [`finish`](Self::finish)).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let pending = &mut s.pending;
+            let read = s.input.push(chunk, &mut |r| pending.push_back(r));
+            s.settle()?;
+            // The requests before a bad line run first, as on the command line.
+            s.run_pending()?;
+            Ok(read?)
+        })
+    }
+
+    /// Ends a chunked trace. The requests still to run (a document set's) are run by
+    /// [`step`](Self::step).
+    pub fn finish(&mut self) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let pending = &mut s.pending;
+            let read = s.input.finish(&mut |r| pending.push_back(r));
+            if read.is_err() {
+                s.run_pending()?;
+            }
+            read?;
+            s.input_finished()
         })
     }
 
     /// The phase the next [`step`](Self::step) works in.
     pub fn phase(&self) -> Phase {
-        if self.cursor < self.text.len() { Phase::Replay } else { Phase::Done }
+        if self.done { Phase::Done } else { Phase::Replay }
     }
 
-    /// Reads and replays up to `max` lines. Returns whether the session is done. After an
-    /// error the session stays at the line with the error.
+    /// Runs up to `max` requests (reading the text as needed). Returns whether the run is
+    /// done: all of the text, or all of a finished chunked trace, run. After an error every
+    /// call gives it again.
     pub fn step(&mut self, max: usize) -> Result<bool, SessionError> {
-        for _ in 0..max.max(1) {
-            if self.cursor >= self.text.len() {
-                break;
-            }
-            let rest = &self.text[self.cursor..];
-            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-            match parse_line(&rest[..end], &self.hasher) {
-                Ok(Some(request)) => {
-                    self.engine.push(&request).map_err(SessionError::Replay)?;
-                    self.replayed += 1;
-                    if let Some(t) = request.timestamp {
-                        self.last_time = Some(t);
-                        self.times = Some(self.times.map_or((t, t), |(a, b)| (a, b.max(t))));
-                    }
-                }
-                Ok(None) => {}
-                Err(_) if self.skip_invalid => self.skipped += 1,
-                Err(error) => return Err(SessionError::Line { line: self.line, error }),
-            }
-            self.cursor += end + 1;
-            self.line += 1;
-        }
-        if self.phase() == Phase::Done {
-            // The text is no longer needed.
-            self.text = Vec::new();
-            self.cursor = 0;
-        }
-        Ok(self.phase() == Phase::Done)
+        self.guard(|s| s.step_inner(max.max(1)))
     }
 
     /// Runs every remaining step.
     pub fn run(&mut self) -> Result<(), SessionError> {
-        while !self.step(usize::MAX)? {}
+        while !self.step(usize::MAX)? {
+            if self.text.is_none() && !self.input.is_finished() {
+                // A chunked trace waits for its chunks.
+                break;
+            }
+        }
         Ok(())
     }
 
-    /// Share of the trace's bytes read so far, in `[0, 1]`.
-    pub fn progress(&self) -> f64 {
-        match self.phase() {
-            Phase::Done => 1.0,
-            Phase::Replay => self.cursor as f64 / self.text.len() as f64,
+    /// Runs `work` unless an error stopped the run, and keeps the error it returns.
+    fn guard<T>(
+        &mut self,
+        work: impl FnOnce(&mut Self) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
         }
+        work(self).inspect_err(|error| self.failed = Some(error.clone()))
     }
 
-    /// Records (non-blank lines) in the trace, counted when the session started.
-    pub fn records(&self) -> u64 {
+    fn step_inner(&mut self, max: usize) -> Result<bool, SessionError> {
+        let mut work = 0;
+        while work < max && !self.done {
+            if let Some(request) = self.pending.pop_front() {
+                self.run_one(request)?;
+                work += 1;
+                continue;
+            }
+            match &mut self.text {
+                Some(text) if text.cursor < text.bytes.len() => {
+                    let end = (text.cursor + TEXT_SLICE).min(text.bytes.len());
+                    let slice = &text.bytes[text.cursor..end];
+                    text.cursor = end;
+                    let pending = &mut self.pending;
+                    let read = self.input.push(slice, &mut |r| pending.push_back(r));
+                    self.settle()?;
+                    if let Err(error) = read {
+                        // The requests before a bad line run first, as on the command line.
+                        self.run_pending()?;
+                        return Err(error.into());
+                    }
+                }
+                Some(text) if !self.input.is_finished() => {
+                    // The text is no longer needed.
+                    text.bytes = Vec::new();
+                    text.cursor = 0;
+                    let pending = &mut self.pending;
+                    let read = self.input.finish(&mut |r| pending.push_back(r));
+                    if let Err(error) = read {
+                        self.run_pending()?;
+                        return Err(error.into());
+                    }
+                    self.input_finished()?;
+                }
+                _ if self.input.is_finished() => {
+                    self.engine()?.done()?;
+                    self.done = true;
+                }
+                // A chunked trace waits for its next chunk.
+                _ => break,
+            }
+        }
+        Ok(self.done)
+    }
+
+    /// Once the first file has told the format: the settings settled and checked again.
+    fn settle(&mut self) -> Result<(), SessionError> {
+        if self.input.settled() && !self.settled {
+            self.settled = true;
+            *E::trace_mut(&mut self.settings) = self.input.settings().clone();
+            E::check(&self.settings)?;
+        }
+        Ok(())
+    }
+
+    /// Once the input has ended: the settings settled (an empty trace settles nothing), and
+    /// the number of records known.
+    fn input_finished(&mut self) -> Result<(), SessionError> {
+        self.settle()?;
+        self.records.get_or_insert(self.input.stats().records);
+        Ok(())
+    }
+
+    /// Runs the requests read (a chunk's).
+    fn run_pending(&mut self) -> Result<(), SessionError> {
+        while let Some(request) = self.pending.pop_front() {
+            self.run_one(request)?;
+        }
+        Ok(())
+    }
+
+    /// The engine, started when the first request is to run.
+    fn engine(&mut self) -> Result<&mut E, SessionError> {
+        if self.engine.is_none() {
+            let warmup = E::trace(&self.settings).warmup;
+            let records = if self.input.is_finished() {
+                Some(self.input.stats().records)
+            } else {
+                self.records
+            };
+            let from = match (warmup.measure_from(records), records) {
+                (Some(from), _) => from,
+                (None, None) => return Err(SessionError::WarmupNeedsCount),
+                (None, Some(_)) => 0,
+            };
+            self.measure_from = Some(from);
+            let from = usize::try_from(from).unwrap_or(usize::MAX);
+            self.engine = Some(E::start(&self.settings, from)?);
+        }
+        Ok(self.engine.as_mut().expect("started above"))
+    }
+
+    fn run_one(&mut self, request: Request) -> Result<(), SessionError> {
+        self.engine()?.push(&request)?;
+        self.replayed += 1;
+        if let Some(t) = request.timestamp {
+            self.last_time = Some(t);
+            self.times = Some(self.times.map_or((t, t), |(a, b)| (a, b.max(t))));
+        }
+        Ok(())
+    }
+
+    /// Share of the work done, in `[0, 1]`, 1 only when done: of the requests run, once
+    /// their number is known (a JSONL text's from the start, a chunked trace's after
+    /// [`finish`](Self::finish): 0 before, the caller knows the bytes it handed over); for
+    /// documents given as one text, half for reading it and half for running them.
+    pub fn progress(&self) -> f64 {
+        if self.done {
+            return 1.0;
+        }
+        let run = |records: u64| self.replayed as f64 / records.max(1) as f64;
+        let share = match (&self.text, self.records) {
+            (Some(_), Some(records)) if self.input.has_documents() => 0.5 + run(records) / 2.0,
+            (Some(text), None) => text.cursor as f64 / text.bytes.len().max(1) as f64 / 2.0,
+            (_, Some(records)) => run(records),
+            (None, None) => 0.0,
+        };
+        // Requests still in flight are played out after the last one is routed.
+        share.min(1.0 - f64::EPSILON)
+    }
+
+    /// Records in the trace, once known: a JSONL text's counted when the session was
+    /// created, documents' once all are read.
+    pub fn records(&self) -> Option<u64> {
         self.records
     }
 
-    /// Requests replayed so far.
+    /// Requests run so far.
     pub fn replayed(&self) -> u64 {
         self.replayed
     }
 
     /// Invalid lines skipped so far.
     pub fn skipped_lines(&self) -> u64 {
-        self.skipped
+        self.input.stats().skipped
     }
 
-    /// The timestamp of the last replayed request that has one.
+    /// What the input has read: the files and their formats.
+    pub fn input_stats(&self) -> &InputStats {
+        self.input.stats()
+    }
+
+    /// The settings, settled by the first file.
+    pub fn settings(&self) -> &E::Settings {
+        &self.settings
+    }
+
+    /// The timestamp of the last request run that has one.
     pub fn trace_time_ms(&self) -> Option<u64> {
         self.last_time
     }
 
-    /// The first timestamp and the latest, of the requests replayed so far.
+    /// The first timestamp and the latest, of the requests run so far.
     pub fn trace_span_ms(&self) -> Option<(u64, u64)> {
         self.times
     }
 
+    /// The summary fields, as they stand.
+    pub fn summary(&self) -> Summary {
+        let trace = E::trace(&self.settings);
+        let (warmup, warmup_requests) = match trace.warmup {
+            Warmup::Fraction(f) => (f, None),
+            Warmup::Requests(n) => (0.0, Some(n)),
+        };
+        Summary {
+            requests: self.replayed,
+            measured_requests: self.replayed.saturating_sub(self.measure_from.unwrap_or(0)),
+            block_size: trace.block_size,
+            warmup,
+            warmup_requests,
+            skipped_lines: self.skipped_lines(),
+        }
+    }
+}
+
+impl Session<ReplayEngine> {
     /// The histories, in row order: a policy and a capacity in blocks (`None` for `inf`).
-    pub fn histories(&self) -> &[(Policy, Option<usize>)] {
-        &self.config.histories
+    pub fn histories(&self) -> Vec<(Policy, Option<usize>)> {
+        self.settings.grid(footprint::blocks).map(|c| c.histories).unwrap_or_default()
     }
 
     /// The rows so far, one per history, in configuration order. Heap bytes are a 64-bit
-    /// router's.
+    /// router's. Before the first request, every count is zero.
     pub fn results(&self) -> Vec<Row> {
-        let mut rows = self.engine.results();
+        let mut rows = match &self.engine {
+            Some(engine) => engine.replay.results(),
+            None => self
+                .histories()
+                .into_iter()
+                .map(|(policy, capacity)| Row {
+                    policy,
+                    capacity,
+                    heap_bytes: None,
+                    f0_tokens: 0,
+                    f1_tokens: 0,
+                    any_tokens: 0,
+                    f1_blocks: 0,
+                    evictions: 0,
+                    reach_ms: None,
+                })
+                .collect(),
+        };
         for row in &mut rows {
             row.heap_bytes = row.capacity.map(footprint::heap_bytes);
         }
         rows
     }
 
-    /// The summary fields of `kvreuse replay --json`, as they stand.
-    pub fn summary(&self) -> Summary {
-        Summary {
-            requests: self.replayed,
-            measured_requests: self.config.counted(self.replayed as usize) as u64,
-            block_size: self.config.block_size,
-            warmup: match self.warmup {
-                Warmup::Fraction(f) => f,
-                Warmup::Requests(_) => 0.0,
-            },
-            skipped_lines: self.skipped,
-        }
+    /// The engine's configuration, once started.
+    pub fn config(&self) -> Option<&ReplayConfig> {
+        self.engine.as_ref().map(|e| &e.config)
     }
 }
 
-/// Records in `text`: its non-blank lines, or, when bad lines are to be skipped (and so not
-/// counted), its valid records, which takes a parse.
-fn count_records(text: &[u8], hasher: &DynamoHasher, skip_invalid: bool) -> u64 {
-    let lines = numbered(1, text).map(|(_, line)| line);
-    if skip_invalid {
-        lines.filter(|l| matches!(parse_line(l, hasher), Ok(Some(_)))).count() as u64
-    } else {
-        lines.filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count() as u64
+impl Session<FleetEngine> {
+    /// The rows: final once the run is done; before, as they stand (requests in flight not
+    /// counted yet). Before the first request, every count is zero.
+    pub fn results(&self) -> Vec<FleetRow> {
+        match &self.engine {
+            Some(FleetEngine { rows: Some(rows), .. }) => rows.clone(),
+            Some(engine) => engine.fleet.rows(),
+            None => self.settings.config(footprint::blocks).map_or_else(
+                |_| Vec::new(),
+                |config| {
+                    config
+                        .shapes
+                        .into_iter()
+                        .map(|shape| FleetRow {
+                            workers: shape.workers,
+                            worker_capacity: shape.worker_capacity,
+                            router: shape.router,
+                            requests: 0,
+                            rejected_requests: 0,
+                            truncated_outputs: 0,
+                            funnel: Funnel::default(),
+                            evictions: 0,
+                            ttft_ms_p50: None,
+                            ttft_ms_p99: None,
+                            queue_ms_mean: None,
+                            per_worker: vec![WorkerShare::default(); shape.workers],
+                        })
+                        .collect()
+                },
+            ),
+        }
+    }
+
+    /// The ceiling's history in blocks (`None`: unbounded), as a 64-bit router's budget
+    /// holds them.
+    pub fn history_blocks(&self) -> Option<usize> {
+        footprint::blocks(self.settings.history).ok().flatten()
+    }
+
+    /// Tokens per engine block, once the format is known.
+    pub fn engine_block_size(&self) -> usize {
+        self.settings.engine_block_size.unwrap_or(self.settings.trace.block_size)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvreuse_core::trace::Request;
+    use kvreuse_core::chain::DynamoHasher;
+    use kvreuse_core::fleet::FleetConfig;
+    use kvreuse_core::setup::Setting;
+    use kvreuse_core::trace::parse_line;
 
     const TRACE: &[u8] = include_bytes!("../../traces/mooncake_synthetic_trace.jsonl");
 
@@ -325,7 +698,7 @@ mod tests {
         requests.iter().for_each(|r| engine.push(r).unwrap());
         let want = engine.results();
         for step in [1, 7, 1000, usize::MAX] {
-            let mut session = Session::new(TRACE.to_vec(), &settings).unwrap();
+            let mut session = ReplaySession::new(TRACE.to_vec(), &settings).unwrap();
             let mut calls = 0;
             while !session.step(step).unwrap() {
                 calls += 1;
@@ -343,13 +716,13 @@ mod tests {
         let text = b"{\"tokens\": [1,2,3,4]}\n\n{\"tokens\": [1, -1]}\n{\"tokens\": [5]}".to_vec();
         let mut s = settings("10", "fifo", 0.0);
         s.trace.block_size = 4;
-        let mut session = Session::new(text.clone(), &s).unwrap();
+        let mut session = ReplaySession::new(text.clone(), &s).unwrap();
         let error = session.run().unwrap_err();
         assert_eq!(error.line(), Some(3));
         assert!(error.to_string().starts_with("line 3:16: "), "{error}");
         assert!(!error.is_range());
         s.trace.skip_invalid = true;
-        let mut session = Session::new(text, &s).unwrap();
+        let mut session = ReplaySession::new(text, &s).unwrap();
         session.run().unwrap();
         assert_eq!((session.replayed(), session.skipped_lines()), (2, 1));
         assert_eq!(session.results()[0].f0_tokens, 5);
@@ -358,7 +731,7 @@ mod tests {
     #[test]
     fn settings_are_checked_before_any_work() {
         let ok = settings("10", "fifo", 0.0);
-        let check = |s: &ReplaySettings| Session::new(Vec::new(), s).map(|_| ()).unwrap_err();
+        let check = |s: &ReplaySettings| ReplaySession::new(Vec::new(), s).map(|_| ()).unwrap_err();
         let mut zero = ok.clone();
         zero.trace.block_size = 0;
         let error = check(&zero);
@@ -378,7 +751,8 @@ mod tests {
     /// An empty trace replays to zero rows, like the command line's.
     #[test]
     fn an_empty_trace_gives_zero_rows() {
-        let mut session = Session::new(b"\n\n".to_vec(), &settings("10", "fifo", 0.5)).unwrap();
+        let mut session =
+            ReplaySession::new(b"\n\n".to_vec(), &settings("10", "fifo", 0.5)).unwrap();
         assert_eq!(session.phase(), Phase::Replay);
         session.run().unwrap();
         assert_eq!(session.phase(), Phase::Done);
@@ -386,5 +760,69 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].f0_tokens, 0);
         assert_eq!(session.summary().measured_requests, 0);
+    }
+
+    fn requests() -> Vec<Request> {
+        let hasher = DynamoHasher::new(512).unwrap();
+        TRACE.split(|&b| b == b'\n').filter_map(|l| parse_line(l, &hasher).unwrap()).collect()
+    }
+
+    /// A trace handed over in chunks of any size, in one file or cut into two, gives the
+    /// rows of the whole text.
+    #[test]
+    fn chunks_give_the_rows_of_the_whole_text() {
+        let mut settings = settings("1k,inf", "fifo,lru", 0.0);
+        settings.trace.set_warmup_requests(500);
+        let mut whole = ReplaySession::new(TRACE.to_vec(), &settings).unwrap();
+        whole.run().unwrap();
+        let cut = TRACE.len() / 2
+            + TRACE[TRACE.len() / 2..].iter().position(|&b| b == b'\n').unwrap()
+            + 1;
+        for chunk in [1000, 1 << 20] {
+            let mut chunked = ReplaySession::chunked(&settings).unwrap();
+            chunked.begin_file("a.jsonl").unwrap();
+            TRACE[..cut].chunks(chunk).for_each(|c| chunked.push(c).unwrap());
+            chunked.begin_file("b.jsonl").unwrap();
+            TRACE[cut..].chunks(chunk).for_each(|c| chunked.push(c).unwrap());
+            assert_eq!(chunked.replayed(), 3993, "JSONL requests run as their chunks arrive");
+            assert_eq!(chunked.phase(), Phase::Replay);
+            chunked.finish().unwrap();
+            assert!(chunked.step(1).unwrap());
+            assert_eq!(chunked.results(), whole.results());
+            assert_eq!(chunked.summary(), whole.summary());
+        }
+    }
+
+    #[test]
+    fn a_warmup_share_needs_the_whole_text_or_documents() {
+        let settings = settings("1k", "fifo", 0.5);
+        let mut chunked = ReplaySession::chunked(&settings).unwrap();
+        let error = chunked.push(TRACE).unwrap_err();
+        assert_eq!(error, SessionError::WarmupNeedsCount);
+        assert_eq!(chunked.step(1).unwrap_err(), error, "the error stays");
+        let mut whole = ReplaySession::new(TRACE.to_vec(), &settings).unwrap();
+        assert_eq!(whole.push(b"{}").unwrap_err(), SessionError::WholeText);
+    }
+
+    /// The fleet session gives the core engine's rows, stepped or not.
+    #[test]
+    fn fleet_steps_give_the_engines_rows() {
+        let mut settings = FleetSettings::default();
+        settings.set(Setting::Workers, "2,3").unwrap();
+        settings.set(Setting::WorkerCapacity, "300,3k").unwrap();
+        settings.set(Setting::Router, "round-robin,kv,session").unwrap();
+        settings.set(Setting::Speedup, "100").unwrap();
+        settings.set(Setting::Warmup, "0.1").unwrap();
+        let mut config: FleetConfig = settings.config(footprint::blocks).unwrap();
+        config.measure_from = 399;
+        let mut engine = Fleet::new(&config).unwrap();
+        requests().iter().for_each(|r| engine.push(r).unwrap());
+        let want = engine.finish().unwrap();
+        for step in [97, usize::MAX] {
+            let mut session = FleetSession::new(TRACE.to_vec(), &settings).unwrap();
+            while !session.step(step).unwrap() {}
+            assert_eq!(session.results(), want, "step {step}");
+            assert_eq!(session.summary().measured_requests, 3993 - 399);
+        }
     }
 }

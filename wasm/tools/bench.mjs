@@ -1,14 +1,18 @@
-// Node replay speed against native, measured in the same run.
+// Node speed against native, measured in the same run, for the replay or the fleets.
 //
-// Both sides do the same work with the same Rust code: read the trace's lines, replay them
-// through every history, build the rows. Node runs the optimized .wasm through the JS API;
-// the native side is `cargo run --release -p kvreuse-wasm --example replay_native`, which
-// times itself (process start and file reading excluded on both sides). Rounds alternate
-// between the two so that a noisy machine slows both alike; medians are reported.
+// Both sides do the same work with the same Rust code: read the trace's lines, run them
+// through every history (`--engine replay`) or every fleet shape (`--engine fleet`), build the
+// rows. Node runs the optimized .wasm through the JS API; the native side is
+// `cargo run --release -p kvreuse-wasm --example native_timing`, which times itself (process
+// start and file reading excluded on both sides). Rounds alternate between the two so that a
+// noisy machine slows both alike; medians are reported.
 //
-//   node wasm/tools/bench.mjs --pkg target/wasm-site/pkg --native target/release/examples/replay_native \
-//     [--trace traces/mooncake_synthetic_trace.jsonl] [--capacity 1k,10k,100k,1M,inf] \
-//     [--policy fifo,lru] [--rounds 7] [--reps 3] [--json FILE] [--min-ratio 0.4]
+//   node wasm/tools/bench.mjs --pkg target/wasm-site/pkg --native target/release/examples/native_timing \
+//     [--engine replay] [--trace traces/mooncake_synthetic_trace.jsonl] \
+//     [--capacity 1k,10k,100k,1M,inf] [--policy fifo,lru] \
+//     [--rounds 7] [--reps 3] [--json FILE] [--min-ratio 0.4]
+//   node wasm/tools/bench.mjs ... --engine fleet [--workers 4,8] [--worker-capacity 2k,10k] \
+//     [--router round-robin,kv] [--speedup 1]
 //
 // With --min-ratio, exits with status 1 when node's speed is below that fraction of native.
 
@@ -21,7 +25,12 @@ import { parseArgs } from "node:util";
 const { values: args } = parseArgs({
   options: {
     pkg: { type: "string", default: "target/wasm-site/pkg" },
-    native: { type: "string", default: "target/release/examples/replay_native" },
+    native: { type: "string", default: "target/release/examples/native_timing" },
+    engine: { type: "string", default: "replay" },
+    workers: { type: "string", default: "4,8" },
+    "worker-capacity": { type: "string", default: "2k,10k" },
+    router: { type: "string", default: "round-robin,kv" },
+    speedup: { type: "string", default: "1" },
     trace: { type: "string", default: "traces/mooncake_synthetic_trace.jsonl" },
     capacity: { type: "string", default: "1k,10k,100k,1M,inf" },
     policy: { type: "string", default: "fifo,lru" },
@@ -36,24 +45,39 @@ const rounds = Number(args.rounds);
 const reps = Number(args.reps);
 const pkg = await import(pathToFileURL(resolve(args.pkg, "kvreuse_wasm.js")).href);
 pkg.initSync({ module: readFileSync(resolve(args.pkg, "kvreuse_wasm_bg.wasm")) });
-const { Replay } = pkg;
+const fleet = args.engine === "fleet";
+if (!fleet && args.engine !== "replay") throw new Error(`--engine replay or fleet, not ${args.engine}`);
+const Engine = fleet ? pkg.Fleet : pkg.Replay;
 
 const text = readFileSync(args.trace, "utf8");
-const options = { capacities: args.capacity, policies: args.policy };
+const options = fleet
+  ? { workers: args.workers, workerCapacities: args["worker-capacity"], routers: args.router,
+      speedup: Number(args.speedup) }
+  : { capacities: args.capacity, policies: args.policy };
+const flags = fleet
+  ? ["--workers", args.workers, "--worker-capacity", args["worker-capacity"],
+     "--router", args.router, "--speedup", args.speedup]
+  : ["--capacity", args.capacity, "--policy", args.policy];
+const shape = fleet
+  ? `${args.workers} workers x ${args["worker-capacity"]} blocks x ${args.router}`
+  : `${args.capacity} x ${args.policy}`;
+
+// The checksum both sides print: F1 tokens over the rows of a replay, F5 over a fleet's.
+const checksumOf = (rows) => rows.reduce((sum, r) => sum + (fleet ? r.f5_tokens : r.f1_tokens), 0);
 
 function nodeRun() {
   const start = performance.now();
-  const replay = new Replay(text, options);
-  replay.step();
-  const rows = replay.results();
+  const run = new Engine(text, options);
+  run.step();
+  const rows = run.results();
   const ms = performance.now() - start;
-  replay.free();
-  return { ms, f1: rows.reduce((sum, r) => sum + r.f1_tokens, 0) };
+  run.free();
+  return { ms, checksum: checksumOf(rows) };
 }
 
 function nativeRuns() {
   const out = execFileSync(args.native, [
-    args.trace, "--capacity", args.capacity, "--policy", args.policy,
+    "--engine", args.engine, args.trace, ...flags,
     "--reps", String(reps), "--warmup-runs", "1",
   ], { encoding: "utf8" });
   return JSON.parse(out);
@@ -66,26 +90,26 @@ const median = (xs) => {
 };
 
 // Warm the JIT and the allocator up once.
-let checksum = nodeRun().f1;
+let checksum = nodeRun().checksum;
 const node = [];
 const native = [];
 for (let round = 0; round < rounds; round++) {
   for (let i = 0; i < reps; i++) {
     const run = nodeRun();
-    if (run.f1 !== checksum) throw new Error("node runs disagree");
+    if (run.checksum !== checksum) throw new Error("node runs disagree");
     node.push(run.ms);
   }
   const runs = nativeRuns();
-  if (runs.f1_tokens_sum !== checksum) {
-    throw new Error(`node and native disagree: ${checksum} vs ${runs.f1_tokens_sum} F1 tokens`);
+  if (runs.checksum !== checksum) {
+    throw new Error(`node and native disagree: checksum ${checksum} vs ${runs.checksum}`);
   }
   native.push(...runs.ms);
 }
 
 const result = {
+  engine: args.engine,
   trace: args.trace,
-  capacities: args.capacity,
-  policies: args.policy,
+  shape,
   runs: { node: node.length, native: native.length },
   node_median_ms: +median(node).toFixed(3),
   native_median_ms: +median(native).toFixed(3),
@@ -95,7 +119,7 @@ const mbPerS = (ms) => (Buffer.byteLength(text) / 1e6 / (ms / 1e3)).toFixed(1);
 const line = (name, ms, runs) =>
   `  ${name.padEnd(12)} ${ms.toFixed(1).padStart(9)} ${mbPerS(ms).padStart(7)} ${String(runs).padStart(5)}`;
 console.log(
-  `replay of ${args.trace} (${args.capacity} x ${args.policy}), alternating rounds:\n` +
+  `${args.engine} of ${args.trace} (${shape}), alternating rounds:\n` +
   `  ${"".padEnd(12)} ${"median ms".padStart(9)} ${"MB/s".padStart(7)} ${"runs".padStart(5)}\n` +
   `${line("node (wasm)", result.node_median_ms, node.length)}\n` +
   `${line("native", result.native_median_ms, native.length)}\n` +

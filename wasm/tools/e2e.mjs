@@ -5,14 +5,19 @@
 // query and `run`, waits for the worker's replay of the bundled sample to finish, reads the
 // results table and the summary the page rendered, and requires every number to equal what
 // the native command line prints for the same file (`kvreuse replay --json`). Saves a
-// screenshot and the rendered values under --out. Stops the browser and the server at the end,
+// screenshot and the rendered values under --out. With --files, then chooses those local files
+// in the page's file input (several files are read in chunks, one after another, as a folder
+// dropped on the page is), leaves the block size to the format, replays them and requires
+// every number to equal --files-native-json. Stops the browser and the server at the end,
 // whatever happened.
 //
 //   node wasm/tools/e2e.mjs --site target/wasm-site --native-json FILE [--out target/wasm-e2e]
 //     [--capacity 1k,10k,inf] [--policy fifo,lru] [--timeout 180]
+//     [--files A.json,B.json,... --files-native-json FILE2]
 //
 // FILE is the output of `kvreuse replay --json --capacity ... --policy ...` on
-// SITE/traces/mooncake_synthetic_trace.jsonl, the file the page loads.
+// SITE/traces/mooncake_synthetic_trace.jsonl, the file the page loads; FILE2 the same for
+// the --files (absolute paths, in the order their names sort).
 
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -33,13 +38,16 @@ const { values: args } = parseArgs({
     timeout: { type: "string", default: "180" },
     chromedriver: { type: "string", default: process.env.CHROMEDRIVER ?? "chromedriver" },
     chromium: { type: "string", default: process.env.CHROMIUM ?? "" },
+    files: { type: "string" },
+    "files-native-json": { type: "string" },
   },
 });
 if (!args["native-json"]) {
   console.error("usage: node wasm/tools/e2e.mjs --site DIR --native-json FILE [--out DIR]");
   process.exit(2);
 }
-const native = JSON.parse(readFileSync(args["native-json"], "utf8"));
+const sampleNative = JSON.parse(readFileSync(args["native-json"], "utf8"));
+const filesNative = args.files ? JSON.parse(readFileSync(args["files-native-json"], "utf8")) : null;
 const timeoutMs = Number(args.timeout) * 1000;
 mkdirSync(args.out, { recursive: true });
 
@@ -103,7 +111,7 @@ function value(shown, what) {
 const percent = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(2)}%` : "–");
 
 // Every rendered number against the native report; returns the list of mismatches.
-function compare(page) {
+function compare(page, native) {
   const wrong = [];
   const check = (what, got, want) => {
     if (got !== want) wrong.push(`${what}: page shows ${JSON.stringify(got)}, native ${JSON.stringify(want)}`);
@@ -178,52 +186,70 @@ try {
   const query = new URLSearchParams({
     capacities: args.capacity,
     policies: args.policy,
-    blockSize: String(native.block_size),
-    warmup: String(native.warmup),
+    blockSize: String(sampleNative.block_size),
+    warmup: String(sampleNative.warmup),
     run: "",
   });
   await command(base, "POST", `${session}/url`, { url: `${site}?${query}` });
+  await check("the bundled sample", sampleNative, "page.png");
 
-  const started = Date.now();
-  let page;
-  for (;;) {
-    page = await command(base, "POST", `${session}/execute/sync`, {
-      script: `return (${readPage})();`,
-      args: [],
-    });
-    if (page.state === "done" || page.state === "error") break;
-    if (Date.now() - started > timeoutMs) {
-      throw new Error(`the replay did not finish in ${args.timeout} s (state ${page.state}: ${page.progress})`);
-    }
-    await sleep(200);
+  if (args.files) {
+    // Choose the files in the file input, as a person would, with the block size left to
+    // the format, and replay them.
+    const find = async (selector) => {
+      const found = await command(base, "POST", `${session}/element`, { using: "css selector", value: selector });
+      return `${session}/element/${Object.values(found)[0]}`;
+    };
+    const paths = args.files.split(",");
+    await command(base, "POST", `${await find("#file")}/value`, { text: paths.join("\n") });
+    await command(base, "POST", `${await find("#block-size")}/clear`, {});
+    await command(base, "POST", `${await find("#run")}/click`, {});
+    await check(`${paths.length} local files`, filesNative, "page-files.png");
   }
-  console.log(`page: ${page.progress}`);
-  writeFileSync(join(args.out, "rendered.json"), JSON.stringify(page, null, 2) + "\n");
 
-  // The whole page in one shot: chromedriver passes the DevTools command through, which can
-  // capture beyond the window; plain WebDriver screenshots stop at the window's edge.
-  const { data: png } = await command(base, "POST", `${session}/goog/cdp/execute`, {
-    cmd: "Page.captureScreenshot",
-    params: {
-      format: "png",
-      captureBeyondViewport: true,
-      clip: { x: 0, y: 0, width: 1440, height: page.height, scale: 1 },
-    },
-  });
-  const shot = join(args.out, "page.png");
-  writeFileSync(shot, Buffer.from(png, "base64"));
-  console.log(`screenshot: ${shot}`);
+  // Waits for the run the page is doing, saves a screenshot, and compares what it rendered.
+  async function check(what, native, screenshot) {
+    const started = Date.now();
+    let page;
+    for (;;) {
+      page = await command(base, "POST", `${session}/execute/sync`, {
+        script: `return (${readPage})();`,
+        args: [],
+      });
+      if (page.state === "done" || page.state === "error") break;
+      if (Date.now() - started > timeoutMs) {
+        throw new Error(`${what}: the replay did not finish in ${args.timeout} s (state ${page.state}: ${page.progress})`);
+      }
+      await sleep(200);
+    }
+    console.log(`page (${what}): ${page.progress}`);
+    writeFileSync(join(args.out, screenshot.replace(/png$/, "json")), JSON.stringify(page, null, 2) + "\n");
 
-  if (page.state === "error") throw new Error(`the page reported an error: ${page.error}`);
-  const wrong = compare(page);
-  const cells = page.rows.length * 11 + 5;
-  if (wrong.length) {
-    failed = true;
-    console.error(`e2e: ${wrong.length} values differ from kvreuse replay --json:\n  ${wrong.join("\n  ")}`);
-  } else {
-    console.log(
-      `e2e: all ${page.rows.length} rows (${cells} rendered values) equal kvreuse replay --json`,
-    );
+    // The whole page in one shot: chromedriver passes the DevTools command through, which can
+    // capture beyond the window; plain WebDriver screenshots stop at the window's edge.
+    const { data: png } = await command(base, "POST", `${session}/goog/cdp/execute`, {
+      cmd: "Page.captureScreenshot",
+      params: {
+        format: "png",
+        captureBeyondViewport: true,
+        clip: { x: 0, y: 0, width: 1440, height: page.height, scale: 1 },
+      },
+    });
+    const shot = join(args.out, screenshot);
+    writeFileSync(shot, Buffer.from(png, "base64"));
+    console.log(`screenshot: ${shot}`);
+
+    if (page.state === "error") throw new Error(`${what}: the page reported an error: ${page.error}`);
+    const wrong = compare(page, native);
+    const cells = page.rows.length * 11 + 5;
+    if (wrong.length) {
+      failed = true;
+      console.error(`e2e (${what}): ${wrong.length} values differ from kvreuse replay --json:\n  ${wrong.join("\n  ")}`);
+    } else {
+      console.log(
+        `e2e (${what}): all ${page.rows.length} rows (${cells} rendered values) equal kvreuse replay --json`,
+      );
+    }
   }
 } catch (error) {
   failed = true;

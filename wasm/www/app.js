@@ -28,7 +28,10 @@ const ui = {
   engine: $("#engine"),
 };
 
-let file = null;
+// The chosen files, in the order they replay (by name).
+let files = [];
+// Above this size a single file is read in chunks rather than whole.
+const WHOLE_FILE_MAX_BYTES = 256 << 20;
 let worker = null;
 let workerReady = false;
 let current = null; // { histories, timeline, report, startMs }
@@ -89,7 +92,9 @@ function onMessage(data) {
 
 function showProgress({ progress, requests, replayed }) {
   ui.bar.style.width = `${(100 * progress).toFixed(1)}%`;
-  ui.progress.textContent = `Replaying ${fmt(replayed)} / ${fmt(requests)} requests`;
+  ui.progress.textContent = requests === null
+    ? `Replaying ${fmt(replayed)} requests`
+    : `Replaying ${fmt(replayed)} / ${fmt(requests)} requests`;
 }
 
 let lastLiveDraw = 0;
@@ -106,19 +111,27 @@ function readForm() {
   return {
     capacities: ui.capacities.value.trim(),
     policies: policies.join(","),
-    blockSize: Number(ui.blockSize.value),
+    // Empty: the format's block size (Mooncake 512, Bailian 16, a document's own).
+    blockSize: ui.blockSize.value.trim() === "" ? undefined : Number(ui.blockSize.value),
     warmup: Number(ui.warmup.value || 0),
     skipInvalid: ui.skipInvalid.checked,
   };
+}
+
+// The engine's options: a warm-up of 1 or more is a number of requests.
+function engineOptions(options) {
+  const { warmup, ...rest } = options;
+  if (rest.blockSize === undefined) delete rest.blockSize;
+  return warmup >= 1 ? { ...rest, warmupRequests: warmup } : { ...rest, warmup };
 }
 
 function writeUrl(options) {
   const query = new URLSearchParams({
     capacities: options.capacities,
     policies: options.policies,
-    blockSize: String(options.blockSize),
     warmup: String(options.warmup),
   });
+  if (options.blockSize !== undefined) query.set("blockSize", String(options.blockSize));
   if (options.skipInvalid) query.set("skipInvalid", "1");
   history.replaceState(null, "", `${location.pathname}?${query}`);
 }
@@ -150,12 +163,16 @@ async function start(event) {
   }
   let message;
   if (source() === "file") {
-    if (!file) {
+    if (!files.length) {
       fail({ name: "TypeError", message: "choose or drop a trace file first" });
       return;
     }
-    const bytes = await file.arrayBuffer();
-    message = { source: { bytes, gzip: /\.gz$/i.test(file.name) }, transfer: [bytes] };
+    if (files.length === 1 && files[0].size <= WHOLE_FILE_MAX_BYTES) {
+      const bytes = await files[0].arrayBuffer();
+      message = { source: { bytes, gzip: /\.gz$/i.test(files[0].name) }, transfer: [bytes] };
+    } else {
+      message = { source: { files }, transfer: [] };
+    }
   } else {
     message = { source: { url: new URL(SAMPLE_URL, location.href).href }, transfer: [] };
   }
@@ -164,7 +181,10 @@ async function start(event) {
   ui.bar.style.width = "0%";
   ui.progress.textContent = workerReady ? "Starting…" : "Loading the engine…";
   current = null;
-  worker.postMessage({ type: "run", source: message.source, options }, message.transfer);
+  worker.postMessage(
+    { type: "run", source: message.source, options: engineOptions(options) },
+    message.transfer,
+  );
 }
 
 function cancel() {
@@ -216,7 +236,7 @@ function renderSummary(report, elapsedMs, bytes) {
   put("requests", fmt(report.requests));
   put("measured_requests", fmt(report.measured_requests));
   put("block_size", fmt(report.block_size));
-  put("warmup", String(report.warmup));
+  put("warmup", report.warmup_requests === null ? String(report.warmup) : `${fmt(report.warmup_requests)} requests`);
   put("skipped_lines", fmt(report.skipped_lines));
   const f0 = report.rows[0]?.f0_tokens ?? 0;
   $("#f0-total").textContent = fmt(f0);
@@ -307,10 +327,13 @@ function reportJson() {
   return JSON.stringify(current.report);
 }
 
-function pickFile(chosen) {
-  if (!chosen) return;
-  file = chosen;
-  ui.fileName.textContent = `${chosen.name} · ${(chosen.size / 1e6).toFixed(1)} MB`;
+function pickFiles(chosen) {
+  if (!chosen.length) return;
+  files = [...chosen].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const mb = (files.reduce((sum, f) => sum + f.size, 0) / 1e6).toFixed(1);
+  ui.fileName.textContent = files.length === 1
+    ? `${files[0].name} · ${mb} MB`
+    : `${fmt(files.length)} files · ${mb} MB`;
   ui.sources.find((s) => s.value === "file").checked = true;
   syncSource();
 }
@@ -325,14 +348,39 @@ function syncSource() {
 form.addEventListener("submit", start);
 ui.cancel.addEventListener("click", cancel);
 ui.sources.forEach((s) => s.addEventListener("change", syncSource));
-ui.file.addEventListener("change", () => pickFile(ui.file.files[0]));
+ui.file.addEventListener("change", () => pickFiles(ui.file.files));
 for (const type of ["dragenter", "dragover"]) {
   ui.drop.addEventListener(type, (e) => { e.preventDefault(); ui.drop.classList.add("over"); });
 }
 for (const type of ["dragleave", "drop"]) {
   ui.drop.addEventListener(type, (e) => { e.preventDefault(); ui.drop.classList.remove("over"); });
 }
-ui.drop.addEventListener("drop", (e) => pickFile(e.dataTransfer.files[0]));
+ui.drop.addEventListener("drop", async (e) => pickFiles(await droppedFiles(e.dataTransfer)));
+
+// The files dropped: files as they are, a folder as its .json and .json.gz files (a folder of
+// kv-cache-tester conversations), as the command line takes a directory.
+async function droppedFiles(transfer) {
+  const entries = [...transfer.items].map((item) => item.webkitGetAsEntry?.()).filter(Boolean);
+  if (!entries.some((entry) => entry.isDirectory)) return [...transfer.files];
+  const out = [];
+  for (const entry of entries) {
+    if (entry.isFile) {
+      out.push(await new Promise((ok, err) => entry.file(ok, err)));
+      continue;
+    }
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((ok, err) => reader.readEntries(ok, err));
+      if (!batch.length) break;
+      for (const child of batch) {
+        if (child.isFile && /\.json(\.gz)?$/i.test(child.name)) {
+          out.push(await new Promise((ok, err) => child.file(ok, err)));
+        }
+      }
+    }
+  }
+  return out;
+}
 // Dropping anywhere else must not navigate away from the page.
 window.addEventListener("dragover", (e) => e.preventDefault());
 window.addEventListener("drop", (e) => e.preventDefault());

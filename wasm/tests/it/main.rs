@@ -5,5 +5,7 @@
 mod block_hashes;
 mod common;
 mod errors;
+#[cfg(feature = "fleet")]
+mod fleet;
 mod history;
 mod replay;

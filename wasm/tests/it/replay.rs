@@ -97,7 +97,7 @@ fn check_stepwise(
             .unwrap();
     assert_eq!(replay.phase(), "replay");
     // The records are counted from the start.
-    assert_eq!(replay.requests(), requests.len() as f64, "{context}");
+    assert_eq!(replay.requests(), Some(requests.len() as f64), "{context}");
     let (mut progress, mut phases, mut steps) = (0.0, vec![replay.phase()], 0);
     loop {
         let done = replay.step(&JsValue::from(slice as f64)).unwrap();
