@@ -20,6 +20,7 @@
 //! requests), so memory does not grow with a JSONL trace's length. Gzip is not read here: a
 //! page decompresses with the browser's own `DecompressionStream`, Node.js with `zlib`.
 
+use std::collections::VecDeque;
 use std::fmt;
 
 use kvreuse_core::chain::DynamoHasher;
@@ -148,7 +149,6 @@ pub struct InputStats {
 }
 
 /// Trace files read from chunks. See the [module docs](self).
-#[derive(Debug)]
 pub struct Input {
     settings: TraceSettings,
     /// Whether the first file has settled the settings.
@@ -160,6 +160,16 @@ pub struct Input {
     lines_read: bool,
     finished: bool,
     stats: InputStats,
+    /// Requests of the lines read, not yet taken.
+    pending: VecDeque<Request>,
+    /// The documents' requests, merged by time, once the input is finished.
+    merged: Option<Box<dyn Iterator<Item = Request>>>,
+}
+
+impl fmt::Debug for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Input").field("file", &self.name).field("stats", &self.stats).finish()
+    }
 }
 
 impl Input {
@@ -175,6 +185,8 @@ impl Input {
             lines_read: false,
             finished: false,
             stats: InputStats::default(),
+            pending: VecDeque::new(),
+            merged: None,
         }
     }
 
@@ -201,8 +213,8 @@ impl Input {
 
     /// Starts the next file, named `name` in messages (empty for a trace given as one text),
     /// ending the one before.
-    pub fn begin(&mut self, name: &str, each: &mut impl FnMut(Request)) -> Result<(), InputError> {
-        self.end(each)?;
+    pub fn begin(&mut self, name: &str) -> Result<(), InputError> {
+        self.end()?;
         if self.finished {
             return Err(InputError::Finished);
         }
@@ -211,14 +223,14 @@ impl Input {
         Ok(())
     }
 
-    /// Takes the next chunk of the current file (a file named "trace" is begun if none is),
-    /// handing `each` the requests it completes, in order.
-    pub fn push(&mut self, chunk: &[u8], each: &mut impl FnMut(Request)) -> Result<(), InputError> {
+    /// Takes the next chunk of the current file (a file named "trace" is begun if none is);
+    /// the requests it completes wait for [`next_request`](Self::next_request).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), InputError> {
         if self.finished {
             return Err(InputError::Finished);
         }
         if self.file.is_none() {
-            self.begin("trace", each)?;
+            self.begin("trace")?;
         }
         if let Some(File::Head(head)) = &mut self.file {
             let take = (SNIFF_BYTES - head.len()).min(chunk.len());
@@ -227,22 +239,22 @@ impl Input {
                 return Ok(());
             }
             let head = core::mem::take(head);
-            self.open(&head, each)?;
-            return self.feed(&chunk[take..], each);
+            self.open(&head)?;
+            return self.feed(&chunk[take..]);
         }
-        self.feed(chunk, each)
+        self.feed(chunk)
     }
 
     /// Ends the current file, if one is open.
-    pub fn end(&mut self, each: &mut impl FnMut(Request)) -> Result<(), InputError> {
+    pub fn end(&mut self) -> Result<(), InputError> {
         if let Some(File::Head(head)) = &mut self.file {
             let head = core::mem::take(head);
-            self.open(&head, each)?;
+            self.open(&head)?;
         }
         match self.file.take() {
             None | Some(File::Head(_)) => Ok(()),
             Some(File::Lines(format, mut lines)) => {
-                let mut piece = |piece: Piece<'_>| self.piece(format, piece, each);
+                let mut piece = |piece: Piece<'_>| self.piece(format, piece);
                 lines.finish(&mut piece)
             }
             Some(File::Document(reader)) => {
@@ -253,18 +265,22 @@ impl Input {
         }
     }
 
-    /// Ends the input: ends the current file, then hands `each` the documents' requests,
-    /// merged by time.
-    pub fn finish(&mut self, each: &mut impl FnMut(Request)) -> Result<(), InputError> {
-        self.end(each)?;
+    /// Ends the input: ends the current file; the documents' requests, merged by time, then
+    /// come from [`next_request`](Self::next_request), one at a time.
+    pub fn finish(&mut self) -> Result<(), InputError> {
+        self.end()?;
         self.finished = true;
         if let Some(set) = self.conversations.take() {
-            for request in set.into_requests() {
-                self.stats.records += 1;
-                each(request);
-            }
+            self.stats.records += set.len() as u64;
+            self.merged = Some(Box::new(set.into_requests()));
         }
         Ok(())
+    }
+
+    /// The next request read and not yet taken: the lines' as their chunks arrive, the
+    /// documents' once the input is finished.
+    pub fn next_request(&mut self) -> Option<Request> {
+        self.pending.pop_front().or_else(|| self.merged.as_mut()?.next())
     }
 
     /// Whether [`finish`](Self::finish) was called.
@@ -273,7 +289,7 @@ impl Input {
     }
 
     /// Tells the current file's format from its first bytes and opens it for reading.
-    fn open(&mut self, head: &[u8], each: &mut impl FnMut(Request)) -> Result<(), InputError> {
+    fn open(&mut self, head: &[u8]) -> Result<(), InputError> {
         let sniffed = sniff(head);
         if !self.settled {
             self.settings.settle(sniffed);
@@ -303,14 +319,14 @@ impl Input {
             };
             self.file = Some(File::Lines(format, Lines::new()));
         }
-        self.feed(head, each)
+        self.feed(head)
     }
 
     /// Reads a chunk of the open file.
-    fn feed(&mut self, chunk: &[u8], each: &mut impl FnMut(Request)) -> Result<(), InputError> {
+    fn feed(&mut self, chunk: &[u8]) -> Result<(), InputError> {
         match self.file.take() {
             Some(File::Lines(format, mut lines)) => {
-                let mut piece = |piece: Piece<'_>| self.piece(format, piece, each);
+                let mut piece = |piece: Piece<'_>| self.piece(format, piece);
                 let result = lines.feed(chunk, &mut piece);
                 self.file = Some(File::Lines(format, lines));
                 result
@@ -328,12 +344,7 @@ impl Input {
     }
 
     /// Parses the lines of a piece.
-    fn piece(
-        &mut self,
-        format: LineFormat,
-        piece: Piece<'_>,
-        each: &mut impl FnMut(Request),
-    ) -> Result<(), InputError> {
+    fn piece(&mut self, format: LineFormat, piece: Piece<'_>) -> Result<(), InputError> {
         let skip = self.settings.skip_invalid;
         let (first, text) = match piece {
             Piece::TooLong { .. } if skip => {
@@ -351,7 +362,7 @@ impl Input {
             match parsed {
                 Ok(Some(request)) => {
                     self.stats.records += 1;
-                    each(request);
+                    self.pending.push_back(request);
                 }
                 Ok(None) => {}
                 Err(_) if skip => self.stats.skipped += 1,
@@ -410,14 +421,15 @@ mod tests {
     ) -> Vec<Request> {
         let mut input = Input::new(settings);
         let mut out = Vec::new();
-        let mut each = |r: Request| out.push(r);
         for (name, text) in files {
-            input.begin(name, &mut each).unwrap();
+            input.begin(name).unwrap();
             for piece in text.chunks(chunk) {
-                input.push(piece, &mut each).unwrap();
+                input.push(piece).unwrap();
+                out.extend(std::iter::from_fn(|| input.next_request()));
             }
         }
-        input.finish(&mut each).unwrap();
+        input.finish().unwrap();
+        out.extend(std::iter::from_fn(|| input.next_request()));
         out
     }
 
@@ -438,9 +450,9 @@ mod tests {
     fn the_first_file_settles_the_block_size() {
         let bailian = br#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 20, "output_length": 3, "type": "text", "turn": 1, "hash_ids": [7, 8]}"#;
         let mut input = Input::new(&TraceSettings::default());
-        let mut got = Vec::new();
-        input.push(bailian, &mut |r| got.push(r)).unwrap();
-        input.finish(&mut |r| got.push(r)).unwrap();
+        input.push(bailian).unwrap();
+        input.finish().unwrap();
+        let got: Vec<Request> = std::iter::from_fn(|| input.next_request()).collect();
         assert_eq!(input.settings().block_size, 16);
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].timestamp, got[0].prompt_tokens), (Some(500), 20));
@@ -464,11 +476,10 @@ mod tests {
         assert_ne!(got[0].prompt_ids, got[1].prompt_ids, "local ids are namespaced");
 
         let mut input = Input::new(&TraceSettings::default());
-        let mut sink = |_| {};
-        input.begin("a.json", &mut sink).unwrap();
-        input.push(a.as_bytes(), &mut sink).unwrap();
-        input.begin("m.jsonl", &mut sink).unwrap();
-        let error = input.push(&TRACE[..100], &mut sink).and_then(|()| input.end(&mut sink));
+        input.begin("a.json").unwrap();
+        input.push(a.as_bytes()).unwrap();
+        input.begin("m.jsonl").unwrap();
+        let error = input.push(&TRACE[..100]).and_then(|()| input.end());
         assert_eq!(
             error.unwrap_err(),
             InputError::MixedFormats { file: "m.jsonl".into(), format: Format::Mooncake }
@@ -481,8 +492,8 @@ mod tests {
         let mut settings = TraceSettings::default();
         settings.set_block_size(4).unwrap();
         let mut input = Input::new(&settings);
-        input.begin("t.jsonl", &mut |_| {}).unwrap();
-        let error = input.push(text, &mut |_| {}).and_then(|()| input.end(&mut |_| {}));
+        input.begin("t.jsonl").unwrap();
+        let error = input.push(text).and_then(|()| input.end());
         let error = error.unwrap_err();
         assert_eq!(error.line(), Some(3));
         assert!(error.to_string().starts_with("t.jsonl: line 3:16: "), "{error}");
@@ -500,8 +511,8 @@ mod tests {
         let mut settings = TraceSettings::default();
         settings.set_format("kvcache-tester").unwrap();
         let mut input = Input::new(&settings);
-        input.begin("d.json", &mut |_| {}).unwrap();
-        input.push(document, &mut |_| {}).and_then(|()| input.finish(&mut |_| {})).unwrap_err()
+        input.begin("d.json").unwrap();
+        input.push(document).and_then(|()| input.finish()).unwrap_err()
     }
 
     #[test]

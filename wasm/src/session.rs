@@ -21,7 +21,6 @@
 //!
 //! This module has no JS in it, so the same code runs natively for timing and host tests.
 
-use std::collections::VecDeque;
 use std::fmt;
 
 use kvreuse_core::fleet::{Fleet, FleetError, FleetRow, Funnel, WorkerShare};
@@ -263,8 +262,6 @@ pub struct Session<E: Engine> {
     input: Input,
     /// The trace as one text, or `None` when it comes in chunks.
     text: Option<Text>,
-    /// Requests read and not yet run.
-    pending: VecDeque<Request>,
     engine: Option<E>,
     /// Records in the trace, once known.
     records: Option<u64>,
@@ -300,7 +297,7 @@ impl<E: Engine> Session<E> {
         let mut session = Session::chunked(&settings)?;
         session.records = records;
         session.text = Some(Text { bytes: text, cursor: 0 });
-        session.input.begin("", &mut |_| {})?;
+        session.input.begin("")?;
         Ok(session)
     }
 
@@ -311,7 +308,6 @@ impl<E: Engine> Session<E> {
             input: Input::new(E::trace(settings)),
             settings: settings.clone(),
             text: None,
-            pending: VecDeque::new(),
             engine: None,
             records: None,
             measure_from: None,
@@ -330,8 +326,7 @@ impl<E: Engine> Session<E> {
             return Err(SessionError::WholeText);
         }
         self.guard(|s| {
-            let pending = &mut s.pending;
-            let read = s.input.begin(name, &mut |r| pending.push_back(r));
+            let read = s.input.begin(name);
             s.settle()?;
             s.run_pending()?;
             Ok(read?)
@@ -345,8 +340,7 @@ impl<E: Engine> Session<E> {
             return Err(SessionError::WholeText);
         }
         self.guard(|s| {
-            let pending = &mut s.pending;
-            let read = s.input.push(chunk, &mut |r| pending.push_back(r));
+            let read = s.input.push(chunk);
             s.settle()?;
             // The requests before a bad line run first, as on the command line.
             s.run_pending()?;
@@ -361,8 +355,7 @@ impl<E: Engine> Session<E> {
             return Err(SessionError::WholeText);
         }
         self.guard(|s| {
-            let pending = &mut s.pending;
-            let read = s.input.finish(&mut |r| pending.push_back(r));
+            let read = s.input.finish();
             if read.is_err() {
                 s.run_pending()?;
             }
@@ -408,7 +401,7 @@ impl<E: Engine> Session<E> {
     fn step_inner(&mut self, max: usize) -> Result<bool, SessionError> {
         let mut work = 0;
         while work < max && !self.done {
-            if let Some(request) = self.pending.pop_front() {
+            if let Some(request) = self.input.next_request() {
                 self.run_one(request)?;
                 work += 1;
                 continue;
@@ -418,8 +411,7 @@ impl<E: Engine> Session<E> {
                     let end = (text.cursor + TEXT_SLICE).min(text.bytes.len());
                     let slice = &text.bytes[text.cursor..end];
                     text.cursor = end;
-                    let pending = &mut self.pending;
-                    let read = self.input.push(slice, &mut |r| pending.push_back(r));
+                    let read = self.input.push(slice);
                     self.settle()?;
                     if let Err(error) = read {
                         // The requests before a bad line run first, as on the command line.
@@ -431,8 +423,7 @@ impl<E: Engine> Session<E> {
                     // The text is no longer needed.
                     text.bytes = Vec::new();
                     text.cursor = 0;
-                    let pending = &mut self.pending;
-                    let read = self.input.finish(&mut |r| pending.push_back(r));
+                    let read = self.input.finish();
                     if let Err(error) = read {
                         self.run_pending()?;
                         return Err(error.into());
@@ -468,9 +459,10 @@ impl<E: Engine> Session<E> {
         Ok(())
     }
 
-    /// Runs the requests read (a chunk's).
+    /// Runs the requests read (a chunk's; a document set's wait for the steps after
+    /// [`finish`](Self::finish)).
     fn run_pending(&mut self) -> Result<(), SessionError> {
-        while let Some(request) = self.pending.pop_front() {
+        while let Some(request) = self.input.next_request() {
             self.run_one(request)?;
         }
         Ok(())
