@@ -176,6 +176,28 @@ mod tests {
         }
     }
 
+    /// The prefix every front end sniffs holds what tells a real document and a long first
+    /// record apart.
+    #[test]
+    fn the_sniffed_prefix_tells_real_documents_and_long_records() {
+        for document in [
+            &include_bytes!("../../../traces/kv-cache-tester/trace_0026.json")[..],
+            include_bytes!("../../../traces/kv-cache-tester/trace_0291.json"),
+            include_bytes!("../../../traces/kv-cache-tester/trace_0504.json"),
+        ] {
+            let head = &document[..SNIFF_BYTES.min(document.len())];
+            assert_eq!(sniff(head).format, Some(Format::KvcacheTester));
+            assert_eq!(sniff(head).block_size, Some(64));
+        }
+        // A Mooncake record whose `hash_ids` come after 10 KB of other keys.
+        let padding = "x".repeat(10 << 10);
+        let line = alloc::format!(
+            r#"{{"note": "{padding}", "timestamp": 0, "input_length": 3, "hash_ids": [1]}}"#
+        );
+        let head = &line.as_bytes()[..SNIFF_BYTES.min(line.len())];
+        assert_eq!(sniff(head).format, Some(Format::Mooncake));
+    }
+
     #[test]
     fn names_parse_and_list_the_formats() {
         for format in Format::ALL {
