@@ -68,6 +68,27 @@ pub enum Setting {
 }
 
 impl Setting {
+    /// Every setting, in declaration order.
+    pub const ALL: [Setting; 17] = [
+        Setting::BlockSize,
+        Setting::Capacity,
+        Setting::Policy,
+        Setting::Warmup,
+        Setting::WarmupRequests,
+        Setting::SkipInvalid,
+        Setting::Format,
+        Setting::Stagger,
+        Setting::Workers,
+        Setting::WorkerCapacity,
+        Setting::Router,
+        Setting::EngineBlockSize,
+        Setting::KvBytesPerToken,
+        Setting::History,
+        Setting::Timing,
+        Setting::Speedup,
+        Setting::Seed,
+    ];
+
     /// The command-line flag: `--capacity`.
     pub const fn flag(self) -> &'static str {
         match self {
@@ -925,21 +946,21 @@ mod tests {
 
     #[test]
     fn every_setting_has_a_name_per_front_end() {
-        for setting in [
-            Setting::BlockSize,
-            Setting::Capacity,
-            Setting::Policy,
-            Setting::Warmup,
-            Setting::WarmupRequests,
-            Setting::SkipInvalid,
-            Setting::Format,
-            Setting::Stagger,
-        ] {
+        for setting in Setting::ALL {
             let flag = setting.flag().strip_prefix("--").unwrap();
             let snake = flag.replace('-', "_");
-            // Plural exactly when the setting takes a list.
-            let list = matches!(setting, Setting::Capacity | Setting::Policy);
-            assert_eq!(setting.python_name() != snake, list, "{setting:?}");
+            // Made plural exactly when the setting takes a list (`--workers` is already).
+            let list = matches!(
+                setting,
+                Setting::Capacity
+                    | Setting::Policy
+                    | Setting::Workers
+                    | Setting::WorkerCapacity
+                    | Setting::Router
+            );
+            let plural = setting.python_name() != snake || setting == Setting::Workers;
+            assert_eq!(plural, list, "{setting:?}");
+            assert!(!list || setting.python_name().ends_with('s'), "{setting:?}");
             assert_eq!(setting.python_name().replace('_', ""), setting.js_name().to_lowercase());
         }
     }

@@ -20,27 +20,6 @@ use std::time::Instant;
 use kvreuse_core::setup::{FleetSettings, ReplaySettings, Setting};
 use kvreuse_wasm::session::{FleetSession, ReplaySession};
 
-/// Every setting, to find a flag's.
-const SETTINGS: [Setting; 17] = [
-    Setting::BlockSize,
-    Setting::Capacity,
-    Setting::Policy,
-    Setting::Warmup,
-    Setting::WarmupRequests,
-    Setting::SkipInvalid,
-    Setting::Format,
-    Setting::Stagger,
-    Setting::Workers,
-    Setting::WorkerCapacity,
-    Setting::Router,
-    Setting::EngineBlockSize,
-    Setting::KvBytesPerToken,
-    Setting::History,
-    Setting::Timing,
-    Setting::Speedup,
-    Setting::Seed,
-];
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut trace = None;
@@ -55,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--reps" => reps = value()?.parse()?,
             "--warmup-runs" => warmup_runs = value()?.parse()?,
             flag if flag.starts_with("--") => {
-                let setting = SETTINGS
+                let setting = Setting::ALL
                     .into_iter()
                     .find(|s| s.flag() == flag)
                     .ok_or_else(|| format!("unexpected argument {arg:?}"))?;
