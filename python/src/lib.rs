@@ -340,27 +340,10 @@ fn fleet<'py>(
 
 fn fleet_row<'py>(py: Python<'py>, row: &FleetRow) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
-    let f = &row.funnel;
     out.set_item("workers", row.workers)?;
     out.set_item("worker_capacity", row.worker_capacity)?;
     out.set_item("router", row.router.as_str())?;
-    for (key, value) in [
-        ("requests", row.requests),
-        ("rejected_requests", row.rejected_requests),
-        ("truncated_outputs", row.truncated_outputs),
-        ("f0_tokens", f.f0),
-        ("f1_tokens", f.f1),
-        ("f2_tokens", f.f2),
-        ("f3_tokens", f.f3),
-        ("f4_tokens", f.f4),
-        ("f5_tokens", f.f5),
-        ("cold_tokens", f.cold),
-        ("retention_tokens", f.retention),
-        ("routing_tokens", f.routing),
-        ("race_tokens", f.race),
-        ("retrieval_tokens", f.retrieval),
-        ("evictions", row.evictions),
-    ] {
+    for (key, value) in row.counts() {
         out.set_item(key, value)?;
     }
     out.set_item("ttft_ms_p50", row.ttft_ms_p50)?;

@@ -245,27 +245,10 @@ fn optional(value: Option<f64>) -> JsValue {
 
 fn row(row: &FleetRow) -> Result<JsValue, JsValue> {
     let out = Object::new();
-    let f = &row.funnel;
     js::set(&out, "workers", row.workers as f64);
     js::set(&out, "worker_capacity", row.worker_capacity as f64);
     js::set(&out, "router", row.router.as_str());
-    for (key, value) in [
-        ("requests", row.requests),
-        ("rejected_requests", row.rejected_requests),
-        ("truncated_outputs", row.truncated_outputs),
-        ("f0_tokens", f.f0),
-        ("f1_tokens", f.f1),
-        ("f2_tokens", f.f2),
-        ("f3_tokens", f.f3),
-        ("f4_tokens", f.f4),
-        ("f5_tokens", f.f5),
-        ("cold_tokens", f.cold),
-        ("retention_tokens", f.retention),
-        ("routing_tokens", f.routing),
-        ("race_tokens", f.race),
-        ("retrieval_tokens", f.retrieval),
-        ("evictions", row.evictions),
-    ] {
+    for (key, value) in row.counts() {
         js::set(&out, key, js::count(value, key)?);
     }
     js::set(&out, "ttft_ms_p50", optional(row.ttft_ms_p50));

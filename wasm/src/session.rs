@@ -23,7 +23,7 @@
 
 use std::fmt;
 
-use kvreuse_core::fleet::{Fleet, FleetError, FleetRow, Funnel, WorkerShare};
+use kvreuse_core::fleet::{Fleet, FleetError, FleetRow};
 use kvreuse_core::replay::{Policy, Replay, ReplayConfig, ReplayError, Row};
 use kvreuse_core::setup::{FleetSettings, ReplaySettings, SetupError, TraceSettings, Warmup};
 use kvreuse_core::trace::{Request, SNIFF_BYTES, sniff};
@@ -170,7 +170,6 @@ impl Engine for ReplayEngine {
 #[derive(Debug)]
 pub struct FleetEngine {
     fleet: Fleet,
-    rows: Option<Vec<FleetRow>>,
 }
 
 impl Engine for FleetEngine {
@@ -193,7 +192,7 @@ impl Engine for FleetEngine {
         let mut config = settings.config(footprint::blocks)?;
         config.measure_from = measure_from;
         let fleet = Fleet::new(&config).map_err(SessionError::Fleet)?;
-        Ok(FleetEngine { fleet, rows: None })
+        Ok(FleetEngine { fleet })
     }
 
     fn push(&mut self, request: &Request) -> Result<(), SessionError> {
@@ -201,9 +200,7 @@ impl Engine for FleetEngine {
     }
 
     fn done(&mut self) -> Result<(), SessionError> {
-        self.fleet.play_out().map_err(SessionError::Fleet)?;
-        self.rows = Some(self.fleet.rows());
-        Ok(())
+        self.fleet.play_out().map_err(SessionError::Fleet)
     }
 }
 
@@ -586,17 +583,7 @@ impl Session<ReplayEngine> {
             None => self
                 .histories()
                 .into_iter()
-                .map(|(policy, capacity)| Row {
-                    policy,
-                    capacity,
-                    heap_bytes: None,
-                    f0_tokens: 0,
-                    f1_tokens: 0,
-                    any_tokens: 0,
-                    f1_blocks: 0,
-                    evictions: 0,
-                    reach_ms: None,
-                })
+                .map(|(policy, capacity)| Row::empty(policy, capacity))
                 .collect(),
         };
         for row in &mut rows {
@@ -616,30 +603,10 @@ impl Session<FleetEngine> {
     /// counted yet). Before the first request, every count is zero.
     pub fn results(&self) -> Vec<FleetRow> {
         match &self.engine {
-            Some(FleetEngine { rows: Some(rows), .. }) => rows.clone(),
             Some(engine) => engine.fleet.rows(),
             None => self.settings.config(footprint::blocks).map_or_else(
                 |_| Vec::new(),
-                |config| {
-                    config
-                        .shapes
-                        .into_iter()
-                        .map(|shape| FleetRow {
-                            workers: shape.workers,
-                            worker_capacity: shape.worker_capacity,
-                            router: shape.router,
-                            requests: 0,
-                            rejected_requests: 0,
-                            truncated_outputs: 0,
-                            funnel: Funnel::default(),
-                            evictions: 0,
-                            ttft_ms_p50: None,
-                            ttft_ms_p99: None,
-                            queue_ms_mean: None,
-                            per_worker: vec![WorkerShare::default(); shape.workers],
-                        })
-                        .collect()
-                },
+                |config| config.shapes.iter().map(FleetRow::empty).collect(),
             ),
         }
     }

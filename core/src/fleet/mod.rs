@@ -222,6 +222,49 @@ pub struct FleetRow {
     pub per_worker: Vec<WorkerShare>,
 }
 
+impl FleetRow {
+    /// The row of a shape before any request: every count zero.
+    pub fn empty(shape: &Shape) -> FleetRow {
+        FleetRow {
+            workers: shape.workers,
+            worker_capacity: shape.worker_capacity,
+            router: shape.router.clone(),
+            requests: 0,
+            rejected_requests: 0,
+            truncated_outputs: 0,
+            funnel: Funnel::default(),
+            evictions: 0,
+            ttft_ms_p50: None,
+            ttft_ms_p99: None,
+            queue_ms_mean: None,
+            per_worker: alloc::vec![WorkerShare::default(); shape.workers],
+        }
+    }
+
+    /// The row's counts under their `kvreuse fleet --json` names, in that output's order
+    /// (between `router` and `ttft_ms_p50`): for front ends that build rows key by key.
+    pub fn counts(&self) -> [(&'static str, u64); 15] {
+        let f = &self.funnel;
+        [
+            ("requests", self.requests),
+            ("rejected_requests", self.rejected_requests),
+            ("truncated_outputs", self.truncated_outputs),
+            ("f0_tokens", f.f0),
+            ("f1_tokens", f.f1),
+            ("f2_tokens", f.f2),
+            ("f3_tokens", f.f3),
+            ("f4_tokens", f.f4),
+            ("f5_tokens", f.f5),
+            ("cold_tokens", f.cold),
+            ("retention_tokens", f.retention),
+            ("routing_tokens", f.routing),
+            ("race_tokens", f.race),
+            ("retrieval_tokens", f.retrieval),
+            ("evictions", self.evictions),
+        ]
+    }
+}
+
 /// One request's funnel evidence as its router and worker would give it: what the router
 /// saw when it chose the worker (F2, F3) and what the worker's lookup found and it reused
 /// (F4, F5), in prompt tokens. For driving a router's request guards with simulated

@@ -680,3 +680,49 @@ proptest! {
         prop_assert_eq!(outcomes, model.outcomes);
     }
 }
+
+/// Each count under its `--json` name: distinct values, so a swapped pair shows.
+#[test]
+fn counts_carry_the_json_names() {
+    let shape = Shape { workers: 2, worker_capacity: 9, router: router("round-robin") };
+    let mut row = FleetRow::empty(&shape);
+    assert_eq!(row.per_worker.len(), 2);
+    assert!(row.counts().iter().all(|&(_, v)| v == 0));
+    (row.requests, row.rejected_requests, row.truncated_outputs) = (1, 2, 3);
+    row.funnel = Funnel {
+        f0: 4,
+        f1: 5,
+        f2: 6,
+        f3: 7,
+        f4: 8,
+        f5: 9,
+        cold: 10,
+        retention: 11,
+        routing: 12,
+        race: 13,
+        retrieval: 14,
+    };
+    row.evictions = 15;
+    let names: Vec<&str> = row.counts().iter().map(|&(k, _)| k).collect();
+    assert_eq!(
+        names,
+        [
+            "requests",
+            "rejected_requests",
+            "truncated_outputs",
+            "f0_tokens",
+            "f1_tokens",
+            "f2_tokens",
+            "f3_tokens",
+            "f4_tokens",
+            "f5_tokens",
+            "cold_tokens",
+            "retention_tokens",
+            "routing_tokens",
+            "race_tokens",
+            "retrieval_tokens",
+            "evictions",
+        ]
+    );
+    assert_eq!(row.counts().map(|(_, v)| v), core::array::from_fn(|i| i as u64 + 1));
+}

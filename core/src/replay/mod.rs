@@ -214,6 +214,24 @@ pub struct Row {
     pub reach_ms: Option<u64>,
 }
 
+impl Row {
+    /// The row of a history before any request: every count zero, the heap a kvreuse
+    /// history of this capacity takes on this target.
+    pub fn empty(policy: Policy, capacity: Option<usize>) -> Row {
+        Row {
+            policy,
+            capacity,
+            heap_bytes: capacity.map(Capacity::heap_bytes_of),
+            f0_tokens: 0,
+            f1_tokens: 0,
+            any_tokens: 0,
+            f1_blocks: 0,
+            evictions: 0,
+            reach_ms: None,
+        }
+    }
+}
+
 /// The most distinct ids one replay handles (they are numbered with `u32`s).
 pub const MAX_DISTINCT_IDS: usize = u32::MAX as usize - 1;
 
@@ -263,17 +281,7 @@ impl Replay {
                     (Policy::Fifo | Policy::Lru, Some(_)) | (Policy::Inf, None) => {}
                     (policy, _) => return Err(ReplayError::BadCapacity(policy)),
                 }
-                Ok(Row {
-                    policy,
-                    capacity,
-                    heap_bytes: capacity.map(Capacity::heap_bytes_of),
-                    f0_tokens: 0,
-                    f1_tokens: 0,
-                    any_tokens: 0,
-                    f1_blocks: 0,
-                    evictions: 0,
-                    reach_ms: None,
-                })
+                Ok(Row::empty(policy, capacity))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let n = rows.len();
