@@ -102,6 +102,8 @@ pub struct Fleet {
     session: FleetSession,
 }
 
+stepped::stepped_methods!(Fleet);
+
 #[wasm_bindgen]
 impl Fleet {
     /// Prepares to simulate fleets over `trace`: a whole trace as text (a string, or its
@@ -120,78 +122,10 @@ impl Fleet {
         Ok(Fleet { session: stepped::session(trace, &settings)? })
     }
 
-    /// Starts the next file of a trace given in chunks, named `name` in errors.
-    #[wasm_bindgen(js_name = beginFile)]
-    pub fn begin_file(&mut self, name: &str) -> Result<(), JsValue> {
-        stepped::begin_file(&mut self.session, name)
-    }
-
-    /// Takes the next chunk of the current file (a `Uint8Array`, any size, not compressed)
-    /// and routes the requests it completes.
-    pub fn push(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "Uint8Array | string")] chunk: &JsValue,
-    ) -> Result<(), JsValue> {
-        stepped::push(&mut self.session, chunk)
-    }
-
-    /// Ends a trace given in chunks; `step` then runs what is left and plays the fleets out.
-    pub fn finish(&mut self) -> Result<(), JsValue> {
-        stepped::finish(&mut self.session)
-    }
-
-    /// Routes up to `maxWork` requests through every fleet (default: all that is left),
-    /// reading the text as needed; at the end plays the requests in flight out. Returns
-    /// whether the simulation is done. Errors as `Replay.step`.
-    pub fn step(
-        &mut self,
-        #[wasm_bindgen(js_name = maxWork, unchecked_optional_param_type = "number")]
-        max_work: &JsValue,
-    ) -> Result<bool, JsValue> {
-        stepped::step(&mut self.session, max_work)
-    }
-
-    /// `"replay"` or `"done"`: whether there is work left.
-    #[wasm_bindgen(getter, unchecked_return_type = "\"replay\" | \"done\"")]
-    pub fn phase(&self) -> String {
-        self.session.phase().name().into()
-    }
-
-    /// Progress in `[0, 1]`, as `Replay.progress`.
-    #[wasm_bindgen(getter)]
-    pub fn progress(&self) -> f64 {
-        self.session.progress()
-    }
-
-    /// Records in the trace, once known (as `Replay.requests`).
-    #[wasm_bindgen(getter)]
-    pub fn requests(&self) -> Option<f64> {
-        self.session.records().map(|n| n as f64)
-    }
-
     /// Requests routed so far.
     #[wasm_bindgen(getter)]
     pub fn simulated(&self) -> f64 {
         self.session.replayed() as f64
-    }
-
-    /// Invalid lines skipped so far (with `skipInvalid`).
-    #[wasm_bindgen(getter, js_name = skippedLines)]
-    pub fn skipped_lines(&self) -> f64 {
-        self.session.skipped_lines() as f64
-    }
-
-    /// The timestamp (ms) of the last routed request that has one.
-    #[wasm_bindgen(getter, js_name = traceTimeMs)]
-    pub fn trace_time_ms(&self) -> Option<f64> {
-        self.session.trace_time_ms().map(|t| t as f64)
-    }
-
-    /// The trace's files, each with its format and whether it was told from its first
-    /// bytes.
-    #[wasm_bindgen(unchecked_return_type = "TraceFile[]")]
-    pub fn files(&self) -> Array {
-        options::formats(self.session.input_stats())
     }
 
     /// The rows, one per fleet shape in `kvreuse fleet`'s order (workers, then capacity,

@@ -90,6 +90,8 @@ pub struct Replay {
     session: ReplaySession,
 }
 
+stepped::stepped_methods!(Replay);
+
 #[wasm_bindgen]
 impl Replay {
     /// Prepares to replay `trace`: a whole trace as text (a string, or its UTF-8 bytes as a
@@ -108,89 +110,10 @@ impl Replay {
         Ok(Replay { session: stepped::session(trace, &settings)? })
     }
 
-    /// Starts the next file of a trace given in chunks, named `name` in errors (a first file
-    /// named "trace" is begun by `push` when none is). Its format is told from its first
-    /// bytes, unless `format` was given.
-    #[wasm_bindgen(js_name = beginFile)]
-    pub fn begin_file(&mut self, name: &str) -> Result<(), JsValue> {
-        stepped::begin_file(&mut self.session, name)
-    }
-
-    /// Takes the next chunk of the current file (a `Uint8Array`, any size, not compressed)
-    /// and replays the requests it completes. kv-cache-tester documents replay as
-    /// concurrent conversations, so their requests wait for `finish`.
-    pub fn push(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "Uint8Array | string")] chunk: &JsValue,
-    ) -> Result<(), JsValue> {
-        stepped::push(&mut self.session, chunk)
-    }
-
-    /// Ends a trace given in chunks; `step` then replays what is left (a document set's
-    /// requests, merged by time) and returns `true` when done.
-    pub fn finish(&mut self) -> Result<(), JsValue> {
-        stepped::finish(&mut self.session)
-    }
-
-    /// Replays up to `maxWork` requests (default: all that is left), reading the text as
-    /// needed. Returns whether the replay is done (for a trace given in chunks, only after
-    /// `finish`).
-    ///
-    /// A malformed line throws a `TypeError` (`line N: what is wrong`, with `line` set on the
-    /// error, and the file's name in front for a trace given in chunks), unless
-    /// `skipInvalid` was given; every later call throws it again.
-    pub fn step(
-        &mut self,
-        #[wasm_bindgen(js_name = maxWork, unchecked_optional_param_type = "number")]
-        max_work: &JsValue,
-    ) -> Result<bool, JsValue> {
-        stepped::step(&mut self.session, max_work)
-    }
-
-    /// `"replay"` or `"done"`: whether there is work left.
-    #[wasm_bindgen(getter, unchecked_return_type = "\"replay\" | \"done\"")]
-    pub fn phase(&self) -> String {
-        self.session.phase().name().into()
-    }
-
-    /// Progress in `[0, 1]`: the share of a whole trace's bytes read (and of a document
-    /// set's requests replayed); for a trace given in chunks, of its requests replayed once
-    /// their number is known after `finish` (0 before).
-    #[wasm_bindgen(getter)]
-    pub fn progress(&self) -> f64 {
-        self.session.progress()
-    }
-
-    /// Records in the trace, once known: a whole JSONL trace's non-blank lines are counted
-    /// when the replay is created; documents and chunks once all are read. `null` before.
-    #[wasm_bindgen(getter)]
-    pub fn requests(&self) -> Option<f64> {
-        self.session.records().map(|n| n as f64)
-    }
-
-    /// The trace's files, each with its format and whether it was told from its first
-    /// bytes.
-    #[wasm_bindgen(unchecked_return_type = "TraceFile[]")]
-    pub fn files(&self) -> Array {
-        options::formats(self.session.input_stats())
-    }
-
     /// Requests replayed so far.
     #[wasm_bindgen(getter)]
     pub fn replayed(&self) -> f64 {
         self.session.replayed() as f64
-    }
-
-    /// Invalid lines skipped so far (with `skipInvalid`).
-    #[wasm_bindgen(getter, js_name = skippedLines)]
-    pub fn skipped_lines(&self) -> f64 {
-        self.session.skipped_lines() as f64
-    }
-
-    /// The timestamp (ms) of the last replayed request that has one.
-    #[wasm_bindgen(getter, js_name = traceTimeMs)]
-    pub fn trace_time_ms(&self) -> Option<f64> {
-        self.session.trace_time_ms().map(|t| t as f64)
     }
 
     /// The first timestamp (ms) among the requests replayed.
