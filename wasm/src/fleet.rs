@@ -119,7 +119,11 @@ impl Fleet {
         #[wasm_bindgen(unchecked_optional_param_type = "FleetOptions")] options: &JsValue,
     ) -> Result<Fleet, JsValue> {
         let settings = options::fleet(options)?;
-        Ok(Fleet { session: stepped::session(trace, &settings)? })
+        let session = match stepped::whole_text(trace)? {
+            Some(text) => FleetSession::new(text, &settings),
+            None => FleetSession::chunked(&settings),
+        };
+        Ok(Fleet { session: session.map_err(|e| options::session_error(&e))? })
     }
 
     /// Requests routed so far.

@@ -107,7 +107,11 @@ impl Replay {
         #[wasm_bindgen(unchecked_optional_param_type = "ReplayOptions")] options: &JsValue,
     ) -> Result<Replay, JsValue> {
         let settings = options::replay(options)?;
-        Ok(Replay { session: stepped::session(trace, &settings)? })
+        let session = match stepped::whole_text(trace)? {
+            Some(text) => ReplaySession::new(text, &settings),
+            None => ReplaySession::chunked(&settings),
+        };
+        Ok(Replay { session: session.map_err(|e| options::session_error(&e))? })
     }
 
     /// Requests replayed so far.

@@ -105,102 +105,134 @@ impl From<InputError> for SessionError {
 }
 
 /// What a session runs the requests through: the replay's histories or the simulated fleets.
-pub trait Engine: Sized {
-    /// What the engine is asked for.
-    type Settings: Clone;
-
+/// It holds its settings, settled by the session once the first file tells the format, and
+/// its engine once started. Called through `dyn`, so that the session's reading code exists
+/// once for both engines.
+pub trait Engine {
     /// The trace part of the settings.
-    fn trace(settings: &Self::Settings) -> &TraceSettings;
+    fn trace(&self) -> &TraceSettings;
 
     /// The trace part, to settle.
-    fn trace_mut(settings: &mut Self::Settings) -> &mut TraceSettings;
+    fn trace_mut(&mut self) -> &mut TraceSettings;
 
     /// Checks the settings, settled, as far as can be done before the first request.
-    fn check(settings: &Self::Settings) -> Result<(), SessionError>;
+    fn check(&self) -> Result<(), SessionError>;
 
-    /// The engine for the settled settings, counting from request `measure_from`.
-    fn start(settings: &Self::Settings, measure_from: usize) -> Result<Self, SessionError>;
+    /// Whether [`start`](Self::start) has been called.
+    fn started(&self) -> bool;
 
-    /// Runs one request through.
+    /// Starts the engine for the settled settings, counting from request `measure_from`.
+    fn start(&mut self, measure_from: usize) -> Result<(), SessionError>;
+
+    /// Runs one request through the started engine.
     fn push(&mut self, request: &Request) -> Result<(), SessionError>;
 
     /// Called once after the last request.
-    fn done(&mut self) -> Result<(), SessionError> {
-        Ok(())
-    }
+    fn done(&mut self) -> Result<(), SessionError>;
 }
+
+/// What an engine's `push` and `done` rely on: the session starts an engine before its
+/// first request and before its end (engines are built only here, inside sessions).
+const STARTED: &str = "the session starts the engine first";
 
 /// The replay's histories (`kvreuse replay`).
 #[derive(Debug)]
 pub struct ReplayEngine {
-    config: ReplayConfig,
-    replay: Replay,
+    settings: ReplaySettings,
+    started: Option<(ReplayConfig, Replay)>,
+}
+
+impl ReplayEngine {
+    /// An engine for `settings`, not started.
+    fn new(settings: &ReplaySettings) -> Self {
+        ReplayEngine { settings: settings.clone(), started: None }
+    }
 }
 
 impl Engine for ReplayEngine {
-    type Settings = ReplaySettings;
-
-    fn trace(settings: &ReplaySettings) -> &TraceSettings {
-        &settings.trace
+    fn trace(&self) -> &TraceSettings {
+        &self.settings.trace
     }
 
-    fn trace_mut(settings: &mut ReplaySettings) -> &mut TraceSettings {
-        &mut settings.trace
+    fn trace_mut(&mut self) -> &mut TraceSettings {
+        &mut self.settings.trace
     }
 
-    fn check(settings: &ReplaySettings) -> Result<(), SessionError> {
-        settings.grid(footprint::blocks)?;
-        settings.trace.hasher()?;
+    fn check(&self) -> Result<(), SessionError> {
+        self.settings.grid(footprint::blocks)?;
+        self.settings.trace.hasher()?;
         Ok(())
     }
 
-    fn start(settings: &ReplaySettings, measure_from: usize) -> Result<Self, SessionError> {
-        let mut config = settings.grid(footprint::blocks)?;
+    fn started(&self) -> bool {
+        self.started.is_some()
+    }
+
+    fn start(&mut self, measure_from: usize) -> Result<(), SessionError> {
+        let mut config = self.settings.grid(footprint::blocks)?;
         config.measure_from = measure_from;
         let replay = Replay::new(&config).map_err(SessionError::Replay)?;
-        Ok(ReplayEngine { config, replay })
+        self.started = Some((config, replay));
+        Ok(())
     }
 
     fn push(&mut self, request: &Request) -> Result<(), SessionError> {
-        self.replay.push(request).map_err(SessionError::Replay)
+        let (_, replay) = self.started.as_mut().expect(STARTED);
+        replay.push(request).map_err(SessionError::Replay)
+    }
+
+    fn done(&mut self) -> Result<(), SessionError> {
+        Ok(())
     }
 }
 
 /// The simulated fleets (`kvreuse fleet`).
 #[derive(Debug)]
 pub struct FleetEngine {
-    fleet: Fleet,
+    settings: FleetSettings,
+    fleet: Option<Fleet>,
+}
+
+impl FleetEngine {
+    /// An engine for `settings`, not started.
+    fn new(settings: &FleetSettings) -> Self {
+        FleetEngine { settings: settings.clone(), fleet: None }
+    }
 }
 
 impl Engine for FleetEngine {
-    type Settings = FleetSettings;
-
-    fn trace(settings: &FleetSettings) -> &TraceSettings {
-        &settings.trace
+    fn trace(&self) -> &TraceSettings {
+        &self.settings.trace
     }
 
-    fn trace_mut(settings: &mut FleetSettings) -> &mut TraceSettings {
-        &mut settings.trace
+    fn trace_mut(&mut self) -> &mut TraceSettings {
+        &mut self.settings.trace
     }
 
-    fn check(settings: &FleetSettings) -> Result<(), SessionError> {
-        settings.config(footprint::blocks)?;
+    fn check(&self) -> Result<(), SessionError> {
+        self.settings.config(footprint::blocks)?;
         Ok(())
     }
 
-    fn start(settings: &FleetSettings, measure_from: usize) -> Result<Self, SessionError> {
-        let mut config = settings.config(footprint::blocks)?;
+    fn started(&self) -> bool {
+        self.fleet.is_some()
+    }
+
+    fn start(&mut self, measure_from: usize) -> Result<(), SessionError> {
+        let mut config = self.settings.config(footprint::blocks)?;
         config.measure_from = measure_from;
-        let fleet = Fleet::new(&config).map_err(SessionError::Fleet)?;
-        Ok(FleetEngine { fleet })
+        self.fleet = Some(Fleet::new(&config).map_err(SessionError::Fleet)?);
+        Ok(())
     }
 
     fn push(&mut self, request: &Request) -> Result<(), SessionError> {
-        self.fleet.push(request).map_err(SessionError::Fleet)
+        let fleet = self.fleet.as_mut().expect(STARTED);
+        fleet.push(request).map_err(SessionError::Fleet)
     }
 
     fn done(&mut self) -> Result<(), SessionError> {
-        self.fleet.play_out().map_err(SessionError::Fleet)
+        let fleet = self.fleet.as_mut().expect(STARTED);
+        fleet.play_out().map_err(SessionError::Fleet)
     }
 }
 
@@ -254,12 +286,23 @@ struct Text {
 
 /// A run over a trace, advanced in steps. See the [module docs](self).
 #[derive(Debug)]
-pub struct Session<E: Engine> {
-    settings: E::Settings,
+pub struct Session<E> {
+    engine: E,
+    run: Run,
+}
+
+/// A replay of the histories.
+pub type ReplaySession = Session<ReplayEngine>;
+
+/// A simulation of fleets.
+pub type FleetSession = Session<FleetEngine>;
+
+/// The reading and the bookkeeping of a session, the same for both engines.
+#[derive(Debug)]
+struct Run {
     input: Input,
     /// The trace as one text, or `None` when it comes in chunks.
     text: Option<Text>,
-    engine: Option<E>,
     /// Records in the trace, once known.
     records: Option<u64>,
     /// The first counted request, once placed.
@@ -276,310 +319,34 @@ pub struct Session<E: Engine> {
     done: bool,
 }
 
-/// A replay of the histories.
-pub type ReplaySession = Session<ReplayEngine>;
-
-/// A simulation of fleets.
-pub type FleetSession = Session<FleetEngine>;
-
-impl<E: Engine> Session<E> {
+impl ReplaySession {
     /// Checks `settings` and prepares to run `text` (a whole trace, in any format). The
     /// format is told and the records of a JSONL trace are counted now (a scan for line
     /// ends, fast): the progress needs their number, and a warm-up share its place.
-    pub fn new(text: Vec<u8>, settings: &E::Settings) -> Result<Self, SessionError> {
-        let mut settings = settings.clone();
-        let head = &text[..text.len().min(SNIFF_BYTES)];
-        E::trace_mut(&mut settings).settle(sniff(head));
-        let records = count_records(&text, E::trace(&settings))?;
-        let mut session = Session::chunked(&settings)?;
-        session.records = records;
-        session.text = Some(Text { bytes: text, cursor: 0 });
-        session.input.begin("")?;
-        Ok(session)
+    pub fn new(text: Vec<u8>, settings: &ReplaySettings) -> Result<Self, SessionError> {
+        Session::over_text(text, ReplayEngine::new(settings))
     }
 
     /// Checks `settings` and prepares to run a trace handed over in chunks.
-    pub fn chunked(settings: &E::Settings) -> Result<Self, SessionError> {
-        E::check(settings)?;
-        Ok(Session {
-            input: Input::new(E::trace(settings)),
-            settings: settings.clone(),
-            text: None,
-            engine: None,
-            records: None,
-            measure_from: None,
-            replayed: 0,
-            times: None,
-            last_time: None,
-            failed: None,
-            settled: false,
-            done: false,
-        })
-    }
-
-    /// Starts the next file of a chunked trace, named `name` in messages.
-    pub fn begin_file(&mut self, name: &str) -> Result<(), SessionError> {
-        if self.text.is_some() {
-            return Err(SessionError::WholeText);
-        }
-        self.guard(|s| {
-            let read = s.input.begin(name);
-            s.settle()?;
-            s.run_pending()?;
-            Ok(read?)
-        })
-    }
-
-    /// Takes the next chunk of the current file and runs the requests it completes (a
-    /// kv-cache-tester document's requests wait for [`finish`](Self::finish)).
-    pub fn push(&mut self, chunk: &[u8]) -> Result<(), SessionError> {
-        if self.text.is_some() {
-            return Err(SessionError::WholeText);
-        }
-        self.guard(|s| {
-            let read = s.input.push(chunk);
-            s.settle()?;
-            // The requests before a bad line run first, as on the command line.
-            s.run_pending()?;
-            Ok(read?)
-        })
-    }
-
-    /// Ends a chunked trace. The requests still to run (a document set's) are run by
-    /// [`step`](Self::step).
-    pub fn finish(&mut self) -> Result<(), SessionError> {
-        if self.text.is_some() {
-            return Err(SessionError::WholeText);
-        }
-        self.guard(|s| {
-            let read = s.input.finish();
-            if read.is_err() {
-                s.run_pending()?;
-            }
-            read?;
-            s.input_finished()
-        })
-    }
-
-    /// The phase the next [`step`](Self::step) works in.
-    pub fn phase(&self) -> Phase {
-        if self.done { Phase::Done } else { Phase::Replay }
-    }
-
-    /// Runs up to `max` requests (reading the text as needed). Returns whether the run is
-    /// done: all of the text, or all of a finished chunked trace, run. After an error every
-    /// call gives it again.
-    pub fn step(&mut self, max: usize) -> Result<bool, SessionError> {
-        self.guard(|s| s.step_inner(max.max(1)))
-    }
-
-    /// Runs every remaining step.
-    pub fn run(&mut self) -> Result<(), SessionError> {
-        while !self.step(usize::MAX)? {
-            if self.text.is_none() && !self.input.is_finished() {
-                // A chunked trace waits for its chunks.
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs `work` unless an error stopped the run, and keeps the error it returns.
-    fn guard<T>(
-        &mut self,
-        work: impl FnOnce(&mut Self) -> Result<T, SessionError>,
-    ) -> Result<T, SessionError> {
-        if let Some(error) = &self.failed {
-            return Err(error.clone());
-        }
-        work(self).inspect_err(|error| self.failed = Some(error.clone()))
-    }
-
-    fn step_inner(&mut self, max: usize) -> Result<bool, SessionError> {
-        let mut work = 0;
-        while work < max && !self.done {
-            if let Some(request) = self.input.next_request() {
-                self.run_one(request)?;
-                work += 1;
-                continue;
-            }
-            match &mut self.text {
-                Some(text) if text.cursor < text.bytes.len() => {
-                    let end = (text.cursor + TEXT_SLICE).min(text.bytes.len());
-                    let slice = &text.bytes[text.cursor..end];
-                    text.cursor = end;
-                    let read = self.input.push(slice);
-                    self.settle()?;
-                    if let Err(error) = read {
-                        // The requests before a bad line run first, as on the command line.
-                        self.run_pending()?;
-                        return Err(error.into());
-                    }
-                }
-                Some(text) if !self.input.is_finished() => {
-                    // The text is no longer needed.
-                    text.bytes = Vec::new();
-                    text.cursor = 0;
-                    let read = self.input.finish();
-                    if let Err(error) = read {
-                        self.run_pending()?;
-                        return Err(error.into());
-                    }
-                    self.input_finished()?;
-                }
-                _ if self.input.is_finished() => {
-                    self.engine()?.done()?;
-                    self.done = true;
-                }
-                // A chunked trace waits for its next chunk.
-                _ => break,
-            }
-        }
-        Ok(self.done)
-    }
-
-    /// Once the first file has told the format: the settings settled and checked again.
-    fn settle(&mut self) -> Result<(), SessionError> {
-        if self.input.settled() && !self.settled {
-            self.settled = true;
-            *E::trace_mut(&mut self.settings) = self.input.settings().clone();
-            E::check(&self.settings)?;
-        }
-        Ok(())
-    }
-
-    /// Once the input has ended: the settings settled (an empty trace settles nothing), and
-    /// the number of records known.
-    fn input_finished(&mut self) -> Result<(), SessionError> {
-        self.settle()?;
-        self.records.get_or_insert(self.input.stats().records);
-        Ok(())
-    }
-
-    /// Runs the requests read (a chunk's; a document set's wait for the steps after
-    /// [`finish`](Self::finish)).
-    fn run_pending(&mut self) -> Result<(), SessionError> {
-        while let Some(request) = self.input.next_request() {
-            self.run_one(request)?;
-        }
-        Ok(())
-    }
-
-    /// The engine, started when the first request is to run.
-    fn engine(&mut self) -> Result<&mut E, SessionError> {
-        if self.engine.is_none() {
-            let warmup = E::trace(&self.settings).warmup;
-            let records = if self.input.is_finished() {
-                Some(self.input.stats().records)
-            } else {
-                self.records
-            };
-            let from = match (warmup.measure_from(records), records) {
-                (Some(from), _) => from,
-                (None, None) => return Err(SessionError::WarmupNeedsCount),
-                (None, Some(_)) => 0,
-            };
-            self.measure_from = Some(from);
-            let from = usize::try_from(from).unwrap_or(usize::MAX);
-            self.engine = Some(E::start(&self.settings, from)?);
-        }
-        Ok(self.engine.as_mut().expect("started above"))
-    }
-
-    fn run_one(&mut self, request: Request) -> Result<(), SessionError> {
-        self.engine()?.push(&request)?;
-        self.replayed += 1;
-        if let Some(t) = request.timestamp {
-            self.last_time = Some(t);
-            self.times = Some(self.times.map_or((t, t), |(a, b)| (a, b.max(t))));
-        }
-        Ok(())
-    }
-
-    /// Share of the work done, in `[0, 1]`, 1 only when done: of the requests run, once
-    /// their number is known (a JSONL text's from the start, a chunked trace's after
-    /// [`finish`](Self::finish): 0 before, the caller knows the bytes it handed over); for
-    /// documents given as one text, half for reading it and half for running them.
-    pub fn progress(&self) -> f64 {
-        if self.done {
-            return 1.0;
-        }
-        let run = |records: u64| self.replayed as f64 / records.max(1) as f64;
-        let share = match (&self.text, self.records) {
-            (Some(_), Some(records)) if self.input.has_documents() => 0.5 + run(records) / 2.0,
-            (Some(text), None) => text.cursor as f64 / text.bytes.len().max(1) as f64 / 2.0,
-            (_, Some(records)) => run(records),
-            (None, None) => 0.0,
-        };
-        // Requests still in flight are played out after the last one is routed.
-        share.min(1.0 - f64::EPSILON)
-    }
-
-    /// Records in the trace, once known: a JSONL text's counted when the session was
-    /// created, documents' once all are read.
-    pub fn records(&self) -> Option<u64> {
-        self.records
-    }
-
-    /// Requests run so far.
-    pub fn replayed(&self) -> u64 {
-        self.replayed
-    }
-
-    /// Invalid lines skipped so far.
-    pub fn skipped_lines(&self) -> u64 {
-        self.input.stats().skipped
-    }
-
-    /// What the input has read: the files and their formats.
-    pub fn input_stats(&self) -> &InputStats {
-        self.input.stats()
+    pub fn chunked(settings: &ReplaySettings) -> Result<Self, SessionError> {
+        Session::over_chunks(ReplayEngine::new(settings))
     }
 
     /// The settings, settled by the first file.
-    pub fn settings(&self) -> &E::Settings {
-        &self.settings
+    pub fn settings(&self) -> &ReplaySettings {
+        &self.engine.settings
     }
 
-    /// The timestamp of the last request run that has one.
-    pub fn trace_time_ms(&self) -> Option<u64> {
-        self.last_time
-    }
-
-    /// The first timestamp and the latest, of the requests run so far.
-    pub fn trace_span_ms(&self) -> Option<(u64, u64)> {
-        self.times
-    }
-
-    /// The summary fields, as they stand.
-    pub fn summary(&self) -> Summary {
-        let trace = E::trace(&self.settings);
-        let (warmup, warmup_requests) = match trace.warmup {
-            Warmup::Fraction(f) => (f, None),
-            Warmup::Requests(n) => (0.0, Some(n)),
-        };
-        Summary {
-            requests: self.replayed,
-            measured_requests: self.replayed.saturating_sub(self.measure_from.unwrap_or(0)),
-            block_size: trace.block_size,
-            warmup,
-            warmup_requests,
-            skipped_lines: self.skipped_lines(),
-        }
-    }
-}
-
-impl Session<ReplayEngine> {
     /// The histories, in row order: a policy and a capacity in blocks (`None` for `inf`).
     pub fn histories(&self) -> Vec<(Policy, Option<usize>)> {
-        self.settings.grid(footprint::blocks).map(|c| c.histories).unwrap_or_default()
+        self.settings().grid(footprint::blocks).map(|c| c.histories).unwrap_or_default()
     }
 
     /// The rows so far, one per history, in configuration order. Heap bytes are a 64-bit
     /// router's. Before the first request, every count is zero.
     pub fn results(&self) -> Vec<Row> {
-        let mut rows = match &self.engine {
-            Some(engine) => engine.replay.results(),
+        let mut rows = match &self.engine.started {
+            Some((_, replay)) => replay.results(),
             None => self
                 .histories()
                 .into_iter()
@@ -594,17 +361,33 @@ impl Session<ReplayEngine> {
 
     /// The engine's configuration, once started.
     pub fn config(&self) -> Option<&ReplayConfig> {
-        self.engine.as_ref().map(|e| &e.config)
+        self.engine.started.as_ref().map(|(config, _)| config)
     }
 }
 
-impl Session<FleetEngine> {
+impl FleetSession {
+    /// Checks `settings` and prepares to run `text` (a whole trace, in any format), as
+    /// [`ReplaySession::new`] does.
+    pub fn new(text: Vec<u8>, settings: &FleetSettings) -> Result<Self, SessionError> {
+        Session::over_text(text, FleetEngine::new(settings))
+    }
+
+    /// Checks `settings` and prepares to run a trace handed over in chunks.
+    pub fn chunked(settings: &FleetSettings) -> Result<Self, SessionError> {
+        Session::over_chunks(FleetEngine::new(settings))
+    }
+
+    /// The settings, settled by the first file.
+    pub fn settings(&self) -> &FleetSettings {
+        &self.engine.settings
+    }
+
     /// The rows: final once the run is done; before, as they stand (requests in flight not
     /// counted yet). Before the first request, every count is zero.
     pub fn results(&self) -> Vec<FleetRow> {
-        match &self.engine {
-            Some(engine) => engine.fleet.rows(),
-            None => self.settings.config(footprint::blocks).map_or_else(
+        match &self.engine.fleet {
+            Some(fleet) => fleet.rows(),
+            None => self.settings().config(footprint::blocks).map_or_else(
                 |_| Vec::new(),
                 |config| config.shapes.iter().map(FleetRow::empty).collect(),
             ),
@@ -614,12 +397,314 @@ impl Session<FleetEngine> {
     /// The ceiling's history in blocks (`None`: unbounded), as a 64-bit router's budget
     /// holds them.
     pub fn history_blocks(&self) -> Option<usize> {
-        footprint::blocks(self.settings.history).ok().flatten()
+        footprint::blocks(self.settings().history).ok().flatten()
     }
 
     /// Tokens per engine block, once the format is known.
     pub fn engine_block_size(&self) -> usize {
-        self.settings.engine_block_size.unwrap_or(self.settings.trace.block_size)
+        let settings = self.settings();
+        settings.engine_block_size.unwrap_or(settings.trace.block_size)
+    }
+}
+
+impl<E: Engine> Session<E> {
+    fn over_text(text: Vec<u8>, mut engine: E) -> Result<Self, SessionError> {
+        let head = &text[..text.len().min(SNIFF_BYTES)];
+        engine.trace_mut().settle(sniff(head));
+        let records = count_records(&text, engine.trace())?;
+        let mut session = Session::over_chunks(engine)?;
+        session.run.records = records;
+        session.run.text = Some(Text { bytes: text, cursor: 0 });
+        session.run.input.begin("")?;
+        Ok(session)
+    }
+
+    fn over_chunks(engine: E) -> Result<Self, SessionError> {
+        engine.check()?;
+        let run = Run {
+            input: Input::new(engine.trace()),
+            text: None,
+            records: None,
+            measure_from: None,
+            replayed: 0,
+            times: None,
+            last_time: None,
+            failed: None,
+            settled: false,
+            done: false,
+        };
+        Ok(Session { engine, run })
+    }
+
+    /// Starts the next file of a chunked trace, named `name` in messages.
+    pub fn begin_file(&mut self, name: &str) -> Result<(), SessionError> {
+        self.run.begin_file(&mut self.engine, name)
+    }
+
+    /// Takes the next chunk of the current file and runs the requests it completes (a
+    /// kv-cache-tester document's requests wait for [`finish`](Self::finish)).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), SessionError> {
+        self.run.push(&mut self.engine, chunk)
+    }
+
+    /// Ends a chunked trace. The requests still to run (a document set's) are run by
+    /// [`step`](Self::step).
+    pub fn finish(&mut self) -> Result<(), SessionError> {
+        self.run.finish(&mut self.engine)
+    }
+
+    /// Runs up to `max` requests (reading the text as needed). Returns whether the run is
+    /// done: all of the text, or all of a finished chunked trace, run. After an error every
+    /// call gives it again.
+    pub fn step(&mut self, max: usize) -> Result<bool, SessionError> {
+        self.run.step(&mut self.engine, max)
+    }
+
+    /// Runs every remaining step.
+    pub fn run(&mut self) -> Result<(), SessionError> {
+        while !self.step(usize::MAX)? {
+            if self.run.text.is_none() && !self.run.input.is_finished() {
+                // A chunked trace waits for its chunks.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The phase the next [`step`](Self::step) works in.
+    pub fn phase(&self) -> Phase {
+        if self.run.done { Phase::Done } else { Phase::Replay }
+    }
+
+    /// Share of the work done, in `[0, 1]`, 1 only when done: of the requests run, once
+    /// their number is known (a JSONL text's from the start, a chunked trace's after
+    /// [`finish`](Self::finish): 0 before, the caller knows the bytes it handed over); for
+    /// documents given as one text, half for reading it and half for running them.
+    pub fn progress(&self) -> f64 {
+        self.run.progress()
+    }
+
+    /// Records in the trace, once known: a JSONL text's counted when the session was
+    /// created, documents' once all are read.
+    pub fn records(&self) -> Option<u64> {
+        self.run.records
+    }
+
+    /// Requests run so far.
+    pub fn replayed(&self) -> u64 {
+        self.run.replayed
+    }
+
+    /// Invalid lines skipped so far.
+    pub fn skipped_lines(&self) -> u64 {
+        self.run.input.stats().skipped
+    }
+
+    /// What the input has read: the files and their formats.
+    pub fn input_stats(&self) -> &InputStats {
+        self.run.input.stats()
+    }
+
+    /// The timestamp of the last request run that has one.
+    pub fn trace_time_ms(&self) -> Option<u64> {
+        self.run.last_time
+    }
+
+    /// The first timestamp and the latest, of the requests run so far.
+    pub fn trace_span_ms(&self) -> Option<(u64, u64)> {
+        self.run.times
+    }
+
+    /// The summary fields, as they stand.
+    pub fn summary(&self) -> Summary {
+        self.run.summary(&self.engine)
+    }
+}
+
+impl Run {
+    fn begin_file(&mut self, engine: &mut dyn Engine, name: &str) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let read = s.input.begin(name);
+            s.settle(engine)?;
+            s.run_pending(engine)?;
+            Ok(read?)
+        })
+    }
+
+    fn push(&mut self, engine: &mut dyn Engine, chunk: &[u8]) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let read = s.input.push(chunk);
+            s.settle(engine)?;
+            // The requests before a bad line run first, as on the command line.
+            s.run_pending(engine)?;
+            Ok(read?)
+        })
+    }
+
+    fn finish(&mut self, engine: &mut dyn Engine) -> Result<(), SessionError> {
+        if self.text.is_some() {
+            return Err(SessionError::WholeText);
+        }
+        self.guard(|s| {
+            let read = s.input.finish();
+            if read.is_err() {
+                s.run_pending(engine)?;
+            }
+            read?;
+            s.input_finished(engine)
+        })
+    }
+
+    fn step(&mut self, engine: &mut dyn Engine, max: usize) -> Result<bool, SessionError> {
+        self.guard(|s| s.step_inner(engine, max.max(1)))
+    }
+
+    /// Runs `work` unless an error stopped the run, and keeps the error it returns.
+    fn guard<T>(
+        &mut self,
+        work: impl FnOnce(&mut Self) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        work(self).inspect_err(|error| self.failed = Some(error.clone()))
+    }
+
+    fn step_inner(&mut self, engine: &mut dyn Engine, max: usize) -> Result<bool, SessionError> {
+        let mut work = 0;
+        while work < max && !self.done {
+            if let Some(request) = self.input.next_request() {
+                self.run_one(engine, request)?;
+                work += 1;
+                continue;
+            }
+            match &mut self.text {
+                Some(text) if text.cursor < text.bytes.len() => {
+                    let end = (text.cursor + TEXT_SLICE).min(text.bytes.len());
+                    let slice = &text.bytes[text.cursor..end];
+                    text.cursor = end;
+                    let read = self.input.push(slice);
+                    self.settle(engine)?;
+                    if let Err(error) = read {
+                        // The requests before a bad line run first, as on the command line.
+                        self.run_pending(engine)?;
+                        return Err(error.into());
+                    }
+                }
+                Some(text) if !self.input.is_finished() => {
+                    // The text is no longer needed.
+                    text.bytes = Vec::new();
+                    text.cursor = 0;
+                    let read = self.input.finish();
+                    if let Err(error) = read {
+                        self.run_pending(engine)?;
+                        return Err(error.into());
+                    }
+                    self.input_finished(engine)?;
+                }
+                _ if self.input.is_finished() => {
+                    self.start(engine)?;
+                    engine.done()?;
+                    self.done = true;
+                }
+                // A chunked trace waits for its next chunk.
+                _ => break,
+            }
+        }
+        Ok(self.done)
+    }
+
+    /// Once the first file has told the format: the settings settled and checked again.
+    fn settle(&mut self, engine: &mut dyn Engine) -> Result<(), SessionError> {
+        if self.input.settled() && !self.settled {
+            self.settled = true;
+            *engine.trace_mut() = self.input.settings().clone();
+            engine.check()?;
+        }
+        Ok(())
+    }
+
+    /// Once the input has ended: the settings settled (an empty trace settles nothing), and
+    /// the number of records known.
+    fn input_finished(&mut self, engine: &mut dyn Engine) -> Result<(), SessionError> {
+        self.settle(engine)?;
+        self.records.get_or_insert(self.input.stats().records);
+        Ok(())
+    }
+
+    /// Runs the requests read (a chunk's; a document set's wait for the steps after
+    /// [`finish`](Session::finish)).
+    fn run_pending(&mut self, engine: &mut dyn Engine) -> Result<(), SessionError> {
+        while let Some(request) = self.input.next_request() {
+            self.run_one(engine, request)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the engine when the first request is to run (or the trace ends without one),
+    /// counting from the warm-up's end.
+    fn start(&mut self, engine: &mut dyn Engine) -> Result<(), SessionError> {
+        if engine.started() {
+            return Ok(());
+        }
+        let warmup = engine.trace().warmup;
+        let records =
+            if self.input.is_finished() { Some(self.input.stats().records) } else { self.records };
+        let from = match (warmup.measure_from(records), records) {
+            (Some(from), _) => from,
+            (None, None) => return Err(SessionError::WarmupNeedsCount),
+            (None, Some(_)) => 0,
+        };
+        self.measure_from = Some(from);
+        engine.start(usize::try_from(from).unwrap_or(usize::MAX))
+    }
+
+    fn run_one(&mut self, engine: &mut dyn Engine, request: Request) -> Result<(), SessionError> {
+        self.start(engine)?;
+        engine.push(&request)?;
+        self.replayed += 1;
+        if let Some(t) = request.timestamp {
+            self.last_time = Some(t);
+            self.times = Some(self.times.map_or((t, t), |(a, b)| (a, b.max(t))));
+        }
+        Ok(())
+    }
+
+    fn progress(&self) -> f64 {
+        if self.done {
+            return 1.0;
+        }
+        let run = |records: u64| self.replayed as f64 / records.max(1) as f64;
+        let share = match (&self.text, self.records) {
+            (Some(_), Some(records)) if self.input.has_documents() => 0.5 + run(records) / 2.0,
+            (Some(text), None) => text.cursor as f64 / text.bytes.len().max(1) as f64 / 2.0,
+            (_, Some(records)) => run(records),
+            (None, None) => 0.0,
+        };
+        // Requests still in flight are played out after the last one is routed.
+        share.min(1.0 - f64::EPSILON)
+    }
+
+    fn summary(&self, engine: &dyn Engine) -> Summary {
+        let trace = engine.trace();
+        let (warmup, warmup_requests) = match trace.warmup {
+            Warmup::Fraction(f) => (f, None),
+            Warmup::Requests(n) => (0.0, Some(n)),
+        };
+        Summary {
+            requests: self.replayed,
+            measured_requests: self.replayed.saturating_sub(self.measure_from.unwrap_or(0)),
+            block_size: trace.block_size,
+            warmup,
+            warmup_requests,
+            skipped_lines: self.input.stats().skipped,
+        }
     }
 }
 

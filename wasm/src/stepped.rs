@@ -7,18 +7,14 @@ use crate::js::{self, range_error};
 use crate::options::session_error;
 use crate::session::{Engine, Session};
 
-/// A session over `trace` (a string or `Uint8Array` of a whole trace), or over chunks to come
-/// when `trace` is `null` or `undefined`.
-pub(crate) fn session<E: Engine>(
-    trace: &JsValue,
-    settings: &E::Settings,
-) -> Result<Session<E>, JsValue> {
-    let session = if trace.is_undefined() || trace.is_null() {
-        Session::chunked(settings)
+/// The whole trace `trace` gives (a string or `Uint8Array`), or `None` when it is `null` or
+/// `undefined`: chunks to come.
+pub(crate) fn whole_text(trace: &JsValue) -> Result<Option<Vec<u8>>, JsValue> {
+    if trace.is_undefined() || trace.is_null() {
+        Ok(None)
     } else {
-        Session::new(js::text_bytes(trace, "trace")?, settings)
-    };
-    session.map_err(|e| session_error(&e))
+        js::text_bytes(trace, "trace").map(Some)
+    }
 }
 
 /// Runs up to `max_work` requests (all that is left when `undefined`).
