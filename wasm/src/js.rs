@@ -6,10 +6,9 @@
 
 use std::fmt::Display;
 
-use js_sys::{
-    Array, BigUint64Array, JsString, Object, RangeError, Reflect, TypeError, Uint8Array,
-    Uint32Array,
-};
+use js_sys::{Array, JsString, Object, RangeError, Reflect, TypeError, Uint8Array};
+#[cfg(feature = "primitives")]
+use js_sys::{BigUint64Array, Uint32Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -113,6 +112,7 @@ pub(crate) fn whole_number(value: &JsValue, what: &str) -> Result<u64, JsValue> 
 }
 
 /// One id: a `BigInt` in `0..2^64`.
+#[cfg(feature = "primitives")]
 pub(crate) fn id(value: &JsValue, what: &str) -> Result<u64, JsValue> {
     if !value.is_bigint() {
         return Err(type_error(format_args!(
@@ -125,6 +125,7 @@ pub(crate) fn id(value: &JsValue, what: &str) -> Result<u64, JsValue> {
 }
 
 /// Ids from a `BigUint64Array` or an array of `BigInt`s.
+#[cfg(feature = "primitives")]
 pub(crate) fn ids(value: &JsValue, what: &str) -> Result<Vec<u64>, JsValue> {
     if let Some(array) = value.dyn_ref::<BigUint64Array>() {
         return Ok(array.to_vec());
@@ -139,6 +140,7 @@ pub(crate) fn ids(value: &JsValue, what: &str) -> Result<Vec<u64>, JsValue> {
 }
 
 /// Ids as a `BigUint64Array`.
+#[cfg(feature = "primitives")]
 pub(crate) fn id_array(ids: &[u64]) -> BigUint64Array {
     let array = BigUint64Array::new_with_length(ids.len() as u32);
     array.copy_from(ids);
@@ -146,6 +148,7 @@ pub(crate) fn id_array(ids: &[u64]) -> BigUint64Array {
 }
 
 /// Token ids from a `Uint32Array` or an array of integers in `0..=u32::MAX`.
+#[cfg(feature = "primitives")]
 pub(crate) fn tokens(value: &JsValue, what: &str) -> Result<Vec<u32>, JsValue> {
     if let Some(array) = value.dyn_ref::<Uint32Array>() {
         return Ok(array.to_vec());

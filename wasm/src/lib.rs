@@ -8,15 +8,20 @@
 //! its parent's; F0 counts the prompt tokens a router sees, F1 those in leading blocks whose
 //! ids were computed before. Exported:
 //!
-//! - [`blockHashes`](block_hashes): the ids of a token sequence under the Dynamo or a vLLM
-//!   scheme (the recipes and their golden vectors are in `kvreuse-core`'s `chain` module);
-//! - [`History`]: the router's bounded FIFO history of ids;
 //! - [`Replay`]: a request trace (any format `kvreuse replay` reads, given whole or in chunks
 //!   of files) replayed through many history sizes and policies at once, in steps a page can
 //!   schedule between frames or run in a worker, with the rows `kvreuse replay --json` prints;
-//! - with the `fleet` feature, `Fleet`: the same trace through simulated fleets of workers,
-//!   with the rows `kvreuse fleet --json` prints (not in the page's module until it fits the
-//!   size budget).
+//! - `Fleet` (feature `fleet`): the same trace through simulated fleets of workers, with the
+//!   rows `kvreuse fleet --json` prints;
+//! - `blockHashes` (feature `primitives`): the ids of a token sequence under the Dynamo or a
+//!   vLLM scheme (the recipes and their golden vectors are in `kvreuse-core`'s `chain`
+//!   module);
+//! - `History` (feature `primitives`): the router's bounded FIFO history of ids.
+//!
+//! Both features are on by default, for the package JS code imports. The page's module is
+//! built without them (`scripts/build-wasm`): it runs only `Replay`, and every export is
+//! bytes each visitor downloads. `Fleet` joins it with the page's Fleet view once the module
+//! with it fits the page's size budget.
 //!
 //! ```js
 //! import init, { Replay, blockHashes } from "./pkg/kvreuse_wasm.js";
@@ -51,7 +56,9 @@ pub mod session;
 
 #[cfg(feature = "fleet")]
 mod fleet;
+#[cfg(feature = "primitives")]
 mod hash;
+#[cfg(feature = "primitives")]
 mod history;
 mod js;
 mod options;
@@ -60,7 +67,9 @@ mod stepped;
 
 #[cfg(feature = "fleet")]
 pub use fleet::Fleet;
+#[cfg(feature = "primitives")]
 pub use hash::block_hashes;
+#[cfg(feature = "primitives")]
 pub use history::History;
 pub use replay::Replay;
 

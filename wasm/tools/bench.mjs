@@ -7,12 +7,12 @@
 // start and file reading excluded on both sides). Rounds alternate between the two so that a
 // noisy machine slows both alike; medians are reported.
 //
-//   node wasm/tools/bench.mjs --pkg target/wasm-site/pkg --native target/release/examples/native_timing \
+//   node wasm/tools/bench.mjs [--pkg target/wasm-site/pkg] [--native target/release/examples/native_timing] \
 //     [--engine replay] [--trace traces/mooncake_synthetic_trace.jsonl] \
 //     [--capacity 1k,10k,100k,1M,inf] [--policy fifo,lru] \
 //     [--rounds 7] [--reps 3] [--json FILE] [--min-ratio 0.4]
-//   node wasm/tools/bench.mjs ... --engine fleet [--workers 4,8] [--worker-capacity 2k,10k] \
-//     [--router round-robin,kv] [--speedup 1]
+//   node wasm/tools/bench.mjs [--pkg target/wasm-pkg] ... --engine fleet \
+//     [--workers 4,8] [--worker-capacity 2k,10k] [--router round-robin,kv] [--speedup 1]
 //
 // With --min-ratio, exits with status 1 when node's speed is below that fraction of native.
 
@@ -24,7 +24,8 @@ import { parseArgs } from "node:util";
 
 const { values: args } = parseArgs({
   options: {
-    pkg: { type: "string", default: "target/wasm-site/pkg" },
+    // By default the page's module for the replay, the package (which has `Fleet`) for fleets.
+    pkg: { type: "string" },
     native: { type: "string", default: "target/release/examples/native_timing" },
     engine: { type: "string", default: "replay" },
     workers: { type: "string", default: "4,8" },
@@ -43,10 +44,12 @@ const { values: args } = parseArgs({
 
 const rounds = Number(args.rounds);
 const reps = Number(args.reps);
-const pkg = await import(pathToFileURL(resolve(args.pkg, "kvreuse_wasm.js")).href);
-pkg.initSync({ module: readFileSync(resolve(args.pkg, "kvreuse_wasm_bg.wasm")) });
 const fleet = args.engine === "fleet";
 if (!fleet && args.engine !== "replay") throw new Error(`--engine replay or fleet, not ${args.engine}`);
+const pkgDir = args.pkg ?? (fleet ? "target/wasm-pkg" : "target/wasm-site/pkg");
+const pkg = await import(pathToFileURL(resolve(pkgDir, "kvreuse_wasm.js")).href);
+pkg.initSync({ module: readFileSync(resolve(pkgDir, "kvreuse_wasm_bg.wasm")) });
+if (!pkg[fleet ? "Fleet" : "Replay"]) throw new Error(`${pkgDir} has no ${fleet ? "Fleet" : "Replay"}`);
 const Engine = fleet ? pkg.Fleet : pkg.Replay;
 
 const text = readFileSync(args.trace, "utf8");

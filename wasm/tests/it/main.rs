@@ -5,7 +5,6 @@
 mod block_hashes;
 mod common;
 mod errors;
-#[cfg(feature = "fleet")]
 mod fleet;
 mod history;
 mod replay;
