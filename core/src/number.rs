@@ -18,6 +18,10 @@ const EXACT_POWERS: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
+/// Ten to the powers of two up to 2^8 (beyond 10^±511 every result is infinite or zero):
+/// exact up to `1e16`, correctly rounded beyond.
+const BINARY_POWERS: [f64; 9] = [1e1, 1e2, 1e4, 1e8, 1e16, 1e32, 1e64, 1e128, 1e256];
+
 /// Significant digits kept; later ones only move the exponent (19 fit a `u64`).
 const MAX_DIGITS: u32 = 19;
 
@@ -105,16 +109,18 @@ fn scale(mantissa: u64, exponent: i64) -> f64 {
                 m * EXACT_POWERS[e]
             }
         }
-        // Outside the fast path: a few roundings, each within half a unit in the last place.
+        // Outside the fast path: ten to the exponent as a product of powers of ten to powers
+        // of two, smallest first, so that nothing overflows or underflows before the result
+        // does; each step within half a unit in the last place.
         _ => {
-            let exponent = exponent.clamp(-400, 400) as i32;
-            if exponent.is_negative() {
-                // Two steps, so that 10^-exponent does not overflow before the division.
-                let half = exponent / 2;
-                m / libm::pow(10.0, f64::from(-half)) / libm::pow(10.0, f64::from(half - exponent))
-            } else {
-                m * libm::pow(10.0, f64::from(exponent))
+            let e = exponent.unsigned_abs().min(511);
+            let mut value = m;
+            for (bit, power) in BINARY_POWERS.iter().enumerate() {
+                if e >> bit & 1 == 1 {
+                    value = if exponent.is_negative() { value / power } else { value * power };
+                }
             }
+            value
         }
     }
 }
