@@ -240,7 +240,7 @@ impl<S: BorrowMut<Conversations>> DocumentReader<S> {
                     return Err(error(
                         &path,
                         format!(
-                            "is {own}, but the replay's block size is {replay} (give --block-size {own}, or leave it out)"
+                            "is {own}, but the replay's block size is {replay} (give a block size of {own}, or none)"
                         ),
                     ));
                 }
@@ -848,7 +848,8 @@ mod tests {
             ),
             (
                 r#"{"block_size": 64, "requests": []}"#,
-                "block_size: is 64, but the replay's block size is 4",
+                // Worded for every front end: a flag, a JS option or a keyword gives it.
+                "block_size: is 64, but the replay's block size is 4 (give a block size of 64, or none)",
             ),
             (r#"{"hash_id_scope": "shared", "requests": []}"#, "hash_id_scope: is \"shared\""),
             (r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}"#, "document: ends too early"),
