@@ -1,5 +1,6 @@
 //! `blockHashes`: token ids in, block ids out, under the scheme a deployment uses.
 
+use alloc::format;
 use js_sys::{Array, Object};
 use kvreuse_core::chain::{ChainSpec, Scheme, SchemeOption};
 use wasm_bindgen::prelude::*;

@@ -1,5 +1,7 @@
 //! The router's history for JS: a bounded FIFO set of block ids.
 
+use alloc::format;
+use alloc::vec::Vec;
 use js_sys::Object;
 use kvreuse_core::history::History as CoreHistory;
 use kvreuse_core::replay::Capacity;

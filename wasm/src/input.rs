@@ -20,8 +20,11 @@
 //! requests), so memory does not grow with a JSONL trace's length. Gzip is not read here: a
 //! page decompresses with the browser's own `DecompressionStream`, Node.js with `zlib`.
 
-use std::collections::VecDeque;
-use std::fmt;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
 
 use kvreuse_core::chain::DynamoHasher;
 use kvreuse_core::setup::{SetupError, TraceSettings};
@@ -115,7 +118,7 @@ impl fmt::Display for InputError {
     }
 }
 
-impl std::error::Error for InputError {}
+impl core::error::Error for InputError {}
 
 /// How a JSONL file's lines are read.
 #[derive(Clone, Copy, Debug)]
@@ -411,6 +414,8 @@ pub fn count_records(text: &[u8], settings: &TraceSettings) -> Result<Option<u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
+    use alloc::string::ToString;
 
     const TRACE: &[u8] = include_bytes!("../../traces/mooncake_synthetic_trace.jsonl");
 
@@ -425,11 +430,11 @@ mod tests {
             input.begin(name).unwrap();
             for piece in text.chunks(chunk) {
                 input.push(piece).unwrap();
-                out.extend(std::iter::from_fn(|| input.next_request()));
+                out.extend(core::iter::from_fn(|| input.next_request()));
             }
         }
         input.finish().unwrap();
-        out.extend(std::iter::from_fn(|| input.next_request()));
+        out.extend(core::iter::from_fn(|| input.next_request()));
         out
     }
 
@@ -452,7 +457,7 @@ mod tests {
         let mut input = Input::new(&TraceSettings::default());
         input.push(bailian).unwrap();
         input.finish().unwrap();
-        let got: Vec<Request> = std::iter::from_fn(|| input.next_request()).collect();
+        let got: Vec<Request> = core::iter::from_fn(|| input.next_request()).collect();
         assert_eq!(input.settings().block_size, 16);
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].timestamp, got[0].prompt_tokens), (Some(500), 20));

@@ -4,7 +4,10 @@
 //! `&[u32]` parameter turns `-1` into 4294967295 and `1.5` into 1, a `u64` wraps a negative
 //! `BigInt`. Everything here checks instead, and says which element or option is wrong.
 
-use std::fmt::Display;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Display;
 
 use js_sys::{Array, JsString, Object, RangeError, Reflect, TypeError, Uint8Array};
 #[cfg(feature = "primitives")]
@@ -84,7 +87,7 @@ pub(crate) fn integer(value: &JsValue, what: &str) -> Result<usize, JsValue> {
     let Some(n) = value.as_f64() else {
         return Err(type_error(format_args!("{what} must be a number, not {}", describe(value))));
     };
-    if n.fract() != 0.0 || !n.is_finite() || n < 0.0 {
+    if n % 1.0 != 0.0 || !n.is_finite() || n < 0.0 {
         return Err(range_error(format_args!(
             "{what} must be a non-negative integer, not {}",
             number(n)
@@ -102,7 +105,7 @@ pub(crate) fn whole_number(value: &JsValue, what: &str) -> Result<u64, JsValue> 
     let Some(n) = value.as_f64() else {
         return Err(type_error(format_args!("{what} must be a number, not {}", describe(value))));
     };
-    if n.fract() != 0.0 || !(0.0..18_446_744_073_709_551_616.0).contains(&n) {
+    if n % 1.0 != 0.0 || !(0.0..18_446_744_073_709_551_616.0).contains(&n) {
         return Err(range_error(format_args!(
             "{what} must be a non-negative integer below 2^64, not {}",
             number(n)
@@ -158,7 +161,7 @@ pub(crate) fn tokens(value: &JsValue, what: &str) -> Result<Vec<u32>, JsValue> {
             .iter()
             .enumerate()
             .map(|(i, v)| match v.as_f64() {
-                Some(n) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => {
+                Some(n) if n % 1.0 == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => {
                     Ok(n as u32)
                 }
                 Some(n) => Err(range_error(format_args!(

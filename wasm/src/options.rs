@@ -6,6 +6,9 @@
 //! option's name. Lists are given as the text of a flag's value or as arrays; numbers go
 //! through the typed setters, so that no float parser or formatter is linked for them.
 
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use alloc::{format, vec};
 use js_sys::Array;
 #[cfg(feature = "fleet")]
 use kvreuse_core::setup::FleetSettings;

@@ -21,7 +21,8 @@
 //!
 //! This module has no JS in it, so the same code runs natively for timing and host tests.
 
-use std::fmt;
+use alloc::vec::Vec;
+use core::fmt;
 
 use kvreuse_core::fleet::{Fleet, FleetError, FleetRow};
 use kvreuse_core::replay::{Policy, Replay, ReplayConfig, ReplayError, Row};
@@ -90,7 +91,7 @@ impl fmt::Display for SessionError {
     }
 }
 
-impl std::error::Error for SessionError {}
+impl core::error::Error for SessionError {}
 
 impl From<SetupError> for SessionError {
     fn from(error: SetupError) -> Self {
@@ -711,6 +712,8 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
     use kvreuse_core::chain::DynamoHasher;
     use kvreuse_core::fleet::FleetConfig;
     use kvreuse_core::setup::Setting;

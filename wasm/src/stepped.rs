@@ -1,6 +1,7 @@
 //! What `Replay` and `Fleet` share at the JS boundary: a trace given whole or in chunks, and
 //! steps.
 
+use alloc::vec::Vec;
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, range_error};
@@ -97,7 +98,7 @@ macro_rules! stepped_methods {
 
             /// `"replay"` or `"done"`: whether there is work left.
             #[wasm_bindgen(getter, unchecked_return_type = "\"replay\" | \"done\"")]
-            pub fn phase(&self) -> String {
+            pub fn phase(&self) -> alloc::string::String {
                 self.session.phase().name().into()
             }
 
