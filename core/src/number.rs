@@ -25,6 +25,14 @@ const BINARY_POWERS: [f64; 9] = [1e1, 1e2, 1e4, 1e8, 1e16, 1e32, 1e64, 1e128, 1e
 /// Significant digits kept; later ones only move the exponent (19 fit a `u64`).
 const MAX_DIGITS: u32 = 19;
 
+/// A whole number as `u64::from_str` reads it (digits, an optional leading `+`), or `None`.
+/// Every setting's whole numbers go through this one copy of the parser (the browser build
+/// would otherwise inline one per caller).
+#[inline(never)]
+pub(crate) fn parse_u64(text: &str) -> Option<u64> {
+    text.parse().ok()
+}
+
 /// The value of `text` (no blanks around it), or `None` when it is not a decimal number.
 pub fn parse_f64(text: &str) -> Option<f64> {
     let mut bytes = text.as_bytes();

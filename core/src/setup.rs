@@ -521,8 +521,10 @@ impl TraceSettings {
 }
 
 /// A whole number as written (blanks around it ignored), in the range of `T`.
-fn parse_count<T: core::str::FromStr>(setting: Setting, text: &str) -> Result<T, SetupError> {
-    text.trim_ascii().parse().map_err(|_| SetupError::new(setting, Problem::NotACount(text.into())))
+fn parse_count<T: TryFrom<u64>>(setting: Setting, text: &str) -> Result<T, SetupError> {
+    crate::number::parse_u64(text.trim_ascii())
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| SetupError::new(setting, Problem::NotACount(text.into())))
 }
 
 /// What `kvreuse replay` is asked for: the trace settings and the grid of histories.

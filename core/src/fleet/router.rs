@@ -39,6 +39,7 @@ use rustc_hash::FxHasher;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::names::{Quoted, UnknownName};
+use crate::number::parse_u64;
 use crate::trace::{Request, Session};
 
 /// A router and its parameters. See the [module docs](self).
@@ -254,11 +255,12 @@ impl Kind {
                 match key {
                     "cache_threshold" => *cache_threshold = number("cache_threshold", None)?,
                     "balance_abs_threshold" => {
-                        *balance_abs_threshold = text.parse().map_err(|_| RouterError::Value {
-                            key: "balance_abs_threshold",
-                            value: text.into(),
-                            expected: "a whole number of requests",
-                        })?;
+                        *balance_abs_threshold =
+                            parse_u64(text).ok_or_else(|| RouterError::Value {
+                                key: "balance_abs_threshold",
+                                value: text.into(),
+                                expected: "a whole number of requests",
+                            })?;
                     }
                     "balance_rel_threshold" => {
                         *balance_rel_threshold = number("balance_rel_threshold", None)?;
@@ -275,7 +277,7 @@ impl Kind {
             Kind::PrefixHash(p) | Kind::Session(p) => match key {
                 "prefix_tokens" => {
                     p.prefix_tokens =
-                        text.parse().ok().filter(|&t| t > 0).ok_or_else(|| RouterError::Value {
+                        parse_u64(text).filter(|&t| t > 0).ok_or_else(|| RouterError::Value {
                             key: "prefix_tokens",
                             value: text.into(),
                             expected: "a whole number of tokens, at least 1",
