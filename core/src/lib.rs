@@ -48,4 +48,5 @@ pub mod trace;
 
 mod bits;
 mod prefetch;
+mod sort;
 mod sync;

@@ -352,9 +352,7 @@ impl Routing {
                     ring.push((xxh3_64_with_seed(&bytes, RING_SEED), w as usize));
                 }
             }
-            // (The same key type as the conversation merge's sort: one sort's code in the
-            // browser build.)
-            ring.sort_unstable();
+            ring = crate::sort::sort_unique(ring);
         }
         Routing {
             kind: router.kind,

@@ -114,11 +114,10 @@ impl Conversations {
     pub fn into_requests(self) -> impl Iterator<Item = Request> {
         // Entries were kept document by document, each in its own order, so (time, index) is
         // the documented order: by time, then document, then order within the document. The
-        // key is unique, so an unstable sort gives that one order (and, on keys of the same
-        // type as the fleet's ring, shares its code in the browser build).
-        let mut order: Vec<(u64, usize)> =
+        // key is unique, so any sort gives that one order.
+        let order: Vec<(u64, usize)> =
             self.entries.iter().enumerate().map(|(i, e)| (e.time_ms, i)).collect();
-        order.sort_unstable();
+        let order = crate::sort::sort_unique(order);
         // Each list's previous request's ids, freed after its last request.
         let mut remaining = alloc::vec![0u32; self.lists as usize];
         for entry in &self.entries {
