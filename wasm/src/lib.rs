@@ -18,10 +18,10 @@
 //!   module);
 //! - `History` (feature `primitives`): the router's bounded FIFO history of ids.
 //!
-//! Both features are on by default, for the package JS code imports. The page's module is
-//! built without them (`scripts/build-wasm`): it runs only `Replay`, and every export is
-//! bytes each visitor downloads. `Fleet` joins it with the page's Fleet view once the module
-//! with it fits the page's size budget.
+//! Both features are on by default, with `std` for the tests. `scripts/build-wasm` builds the
+//! package JS code imports with both features and the page's module with `fleet` only (it
+//! runs `Replay` and `Fleet`, and every export is bytes each visitor downloads); neither links
+//! the standard library (see the panic handler at the end of this file).
 //!
 //! ```js
 //! import init, { Replay, blockHashes } from "./pkg/kvreuse_wasm.js";

@@ -11,7 +11,7 @@
 //     [--engine replay] [--trace traces/mooncake_synthetic_trace.jsonl] \
 //     [--capacity 1k,10k,100k,1M,inf] [--policy fifo,lru] \
 //     [--rounds 7] [--reps 3] [--json FILE] [--min-ratio 0.4]
-//   node wasm/tools/bench.mjs [--pkg target/wasm-pkg] ... --engine fleet \
+//   node wasm/tools/bench.mjs [--pkg target/wasm-site/pkg] ... --engine fleet \
 //     [--workers 4,8] [--worker-capacity 2k,10k] [--router round-robin,kv] [--speedup 1]
 //
 // With --min-ratio, exits with status 1 when node's speed is below that fraction of native.
@@ -24,8 +24,8 @@ import { parseArgs } from "node:util";
 
 const { values: args } = parseArgs({
   options: {
-    // By default the page's module for the replay, the package (which has `Fleet`) for fleets.
-    pkg: { type: "string" },
+    // The page's module by default (it has `Replay` and `Fleet`).
+    pkg: { type: "string", default: "target/wasm-site/pkg" },
     native: { type: "string", default: "target/release/examples/native_timing" },
     engine: { type: "string", default: "replay" },
     workers: { type: "string", default: "4,8" },
@@ -46,7 +46,7 @@ const rounds = Number(args.rounds);
 const reps = Number(args.reps);
 const fleet = args.engine === "fleet";
 if (!fleet && args.engine !== "replay") throw new Error(`--engine replay or fleet, not ${args.engine}`);
-const pkgDir = args.pkg ?? (fleet ? "target/wasm-pkg" : "target/wasm-site/pkg");
+const pkgDir = args.pkg;
 const pkg = await import(pathToFileURL(resolve(pkgDir, "kvreuse_wasm.js")).href);
 pkg.initSync({ module: readFileSync(resolve(pkgDir, "kvreuse_wasm_bg.wasm")) });
 if (!pkg[fleet ? "Fleet" : "Replay"]) throw new Error(`${pkgDir} has no ${fleet ? "Fleet" : "Replay"}`);
@@ -109,7 +109,21 @@ for (let round = 0; round < rounds; round++) {
   native.push(...runs.ms);
 }
 
+// The machine, as lscpu names it: its model and cache sizes (figures differ between VMs).
+function machine() {
+  try {
+    const fields = Object.fromEntries(execFileSync("lscpu", { encoding: "utf8" }).split("\n")
+      .map((l) => l.split(/:\s+/)).filter((kv) => kv.length === 2));
+    const caches = ["L1d", "L2", "L3"].filter((k) => fields[`${k} cache`])
+      .map((k) => `${k} ${fields[`${k} cache`]}`).join(", ");
+    return `${fields["Model name"] ?? "unknown CPU"} (${caches})`;
+  } catch {
+    return "unknown CPU (no lscpu)";
+  }
+}
+
 const result = {
+  machine: machine(),
   engine: args.engine,
   trace: args.trace,
   shape,
@@ -122,7 +136,7 @@ const mbPerS = (ms) => (Buffer.byteLength(text) / 1e6 / (ms / 1e3)).toFixed(1);
 const line = (name, ms, runs) =>
   `  ${name.padEnd(12)} ${ms.toFixed(1).padStart(9)} ${mbPerS(ms).padStart(7)} ${String(runs).padStart(5)}`;
 console.log(
-  `${args.engine} of ${args.trace} (${shape}), alternating rounds:\n` +
+  `${args.engine} of ${args.trace} (${shape}), alternating rounds, on ${result.machine}:\n` +
   `  ${"".padEnd(12)} ${"median ms".padStart(9)} ${"MB/s".padStart(7)} ${"runs".padStart(5)}\n` +
   `${line("node (wasm)", result.node_median_ms, node.length)}\n` +
   `${line("native", result.native_median_ms, native.length)}\n` +
