@@ -8,16 +8,22 @@
 // screenshot and the rendered values under --out. With --files, then chooses those local files
 // in the page's file input (several files are read in chunks, one after another, as a folder
 // dropped on the page is), leaves the block size to the format, replays them and requires
-// every number to equal --files-native-json. Stops the browser and the server at the end,
-// whatever happened.
+// every number to equal --files-native-json. With --fleet-native-json, then opens the Fleet
+// view on the bundled sample (--workers x --worker-capacity x --router), and requires every
+// number it renders (the rows table, the bars' shares, the TTFT and queue figures, the
+// selected row's workers, the summary) to equal that report, and prints the longest call the
+// page's worker made into the engine (the page must stay responsive: about 50 ms at most).
+// Stops the browser and the server at the end, whatever happened.
 //
 //   node wasm/tools/e2e.mjs --site target/wasm-site --native-json FILE [--out target/wasm-e2e]
 //     [--capacity 1k,10k,inf] [--policy fifo,lru] [--timeout 180]
 //     [--files A.json,B.json,... --files-native-json FILE2]
+//     [--fleet-native-json FILE3 [--workers 4,8] [--worker-capacity 2k,10k] [--router round-robin,kv]]
 //
 // FILE is the output of `kvreuse replay --json --capacity ... --policy ...` on
 // SITE/traces/mooncake_synthetic_trace.jsonl, the file the page loads; FILE2 the same for
-// the --files (absolute paths, in the order their names sort).
+// the --files (absolute paths, in the order their names sort); FILE3 the output of `kvreuse
+// fleet --json --workers ... --worker-capacity ... --router ...` on the same sample.
 
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -40,6 +46,10 @@ const { values: args } = parseArgs({
     chromium: { type: "string", default: process.env.CHROMIUM ?? "" },
     files: { type: "string" },
     "files-native-json": { type: "string" },
+    "fleet-native-json": { type: "string" },
+    workers: { type: "string", default: "4,8" },
+    "worker-capacity": { type: "string", default: "2k,10k" },
+    router: { type: "string", default: "round-robin,kv" },
   },
 });
 if (!args["native-json"]) {
@@ -48,6 +58,9 @@ if (!args["native-json"]) {
 }
 const sampleNative = JSON.parse(readFileSync(args["native-json"], "utf8"));
 const filesNative = args.files ? JSON.parse(readFileSync(args["files-native-json"], "utf8")) : null;
+const fleetNative = args["fleet-native-json"]
+  ? JSON.parse(readFileSync(args["fleet-native-json"], "utf8"))
+  : null;
 const timeoutMs = Number(args.timeout) * 1000;
 mkdirSync(args.out, { recursive: true });
 
@@ -142,6 +155,165 @@ function compare(page, native) {
   return wrong;
 }
 
+// Reads the Fleet view: the state, the summary and settings, every table cell (value and
+// hint), every number in the bars' chart and in the selected row's worker strip, by data-key.
+function readFleetPage() {
+  const text = (node) => node?.textContent?.trim() ?? null;
+  const summary = {};
+  for (const node of document.querySelectorAll("#fleet-summary [data-key], #fleet-settings [data-key]")) {
+    summary[node.dataset.key] = text(node);
+  }
+  const rows = [...document.querySelectorAll("#fleet-results tbody tr:not(.placeholder)")].map((tr) => {
+    const row = {};
+    for (const td of tr.querySelectorAll("td[data-key]")) {
+      row[td.dataset.key] = { v: text(td.querySelector(".v")), hint: text(td.querySelector(".hint")) };
+    }
+    return row;
+  });
+  const chart = [...document.querySelectorAll("#chart-fleet [data-key]")].map((node) => ({
+    row: Number(node.dataset.row), key: node.dataset.key, text: text(node),
+  }));
+  const strip = document.querySelector("#fleet-workers");
+  const workers = [...strip.querySelectorAll("[data-key]")].map((node) => ({
+    worker: Number(node.dataset.worker), key: node.dataset.key, text: text(node),
+  }));
+  const progress = document.querySelector("#progress-text");
+  return {
+    state: document.body.dataset.state,
+    error: text(document.querySelector("#error")),
+    progress: text(progress),
+    longestStepMs: Number(progress.dataset.longestStepMs),
+    summary,
+    rows,
+    chart,
+    selected: Number(strip.dataset.row),
+    workers,
+    height: document.documentElement.scrollHeight,
+  };
+}
+
+// The Fleet view's formats, from the report's values: shares with one decimal (the command
+// line's) or two (the replay table's), milliseconds exact to the microsecond or as the command
+// line prints them, and the range over workers.
+const share1 = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(1)}%` : "–");
+const share2 = percent;
+function ms3(ms) {
+  if (ms === null) return "–";
+  const [whole, fraction] = ms.toFixed(3).split(".");
+  return `${Number(whole).toLocaleString("en-US")}.${fraction}`;
+}
+function humanMs(ms) {
+  if (ms === null) return "–";
+  if (ms < 1) return `${(ms * 1e3).toFixed(0)} us`;
+  if (ms < 1e3) return `${ms.toFixed(1)} ms`;
+  if (ms < 6e4) return `${(ms / 1e3).toFixed(2)} s`;
+  return `${(ms / 6e4).toFixed(1)} min`;
+}
+function range(pairs) {
+  const values = pairs.filter(([, whole]) => whole > 0).map(([part, whole]) => (100 * part) / whole);
+  if (!values.length) return "–";
+  return `${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)}%`;
+}
+const fleetLabel = (r) => `${r.workers} x ${r.worker_capacity.toLocaleString("en-US")} ${r.router}`;
+
+const FLEET_COUNTS = [
+  "workers", "worker_capacity", "requests", "rejected_requests", "truncated_outputs", "f0_tokens",
+  "f1_tokens", "f2_tokens", "f3_tokens", "f4_tokens", "f5_tokens", "cold_tokens", "retention_tokens",
+  "routing_tokens", "race_tokens", "retrieval_tokens", "evictions",
+];
+// The bars' segments (their labels are the glossary's words) and the fields they show.
+const SEGMENT_FIELDS = {
+  reused: "f5_tokens", retrieval: "retrieval_tokens", race: "race_tokens", routing: "routing_tokens",
+  retention: "retention_tokens", cold: "cold_tokens",
+};
+
+// Every number the Fleet view rendered against the native report: the mismatches, and how many
+// values were compared.
+function compareFleet(page, native) {
+  const wrong = [];
+  let compared = 0;
+  const check = (what, got, want) => {
+    compared++;
+    if (got !== want) wrong.push(`${what}: page shows ${JSON.stringify(got)}, native ${JSON.stringify(want)}`);
+  };
+  const count = (what, shown, want) => {
+    try {
+      check(what, value(shown, what), want);
+    } catch (error) {
+      compared++;
+      wrong.push(error.message);
+    }
+  };
+  const { rows } = native;
+  check("rows", page.rows.length, rows.length);
+  for (const key of ["requests", "measured_requests", "skipped_lines", "block_size", "engine_block_size", "history", "seed"]) {
+    count(key, page.summary[key], native[key]);
+  }
+  check("timing", page.summary.timing, native.timing);
+  check("speedup", page.summary.speedup === "–" ? null : Number(page.summary.speedup), native.speedup);
+  check("warmup", native.warmup_requests === null ? Number(page.summary.warmup) : page.summary.warmup,
+    native.warmup_requests === null ? native.warmup : `${native.warmup_requests.toLocaleString("en-US")} requests`);
+  const reuse = (r) => (r.f0_tokens ? r.f5_tokens / r.f0_tokens : -1);
+  const best = rows.reduce((b, r, i) => (reuse(r) > reuse(rows[b]) ? i : b), 0);
+  if (rows.length) {
+    check("most reuse", page.summary.best_reuse, share2(rows[best].f5_tokens, rows[best].f0_tokens));
+    check("most reuse row", page.summary.best_row, fleetLabel(rows[best]));
+    check("most reuse ceiling", page.summary.best_ceiling, share2(rows[best].f1_tokens, rows[best].f0_tokens));
+  }
+
+  rows.forEach((want, i) => {
+    const got = page.rows[i] ?? {};
+    const name = `row ${i} (${fleetLabel(want)})`;
+    const cellOf = (key) => got[key] ?? { v: undefined, hint: undefined };
+    check(`${name} router`, cellOf("router").v, want.router);
+    for (const key of FLEET_COUNTS) {
+      count(`${name} ${key}`, cellOf(key).v, want[key]);
+      if (/^(f[1-5]|cold|retention|routing|race|retrieval)_tokens$/.test(key)) {
+        check(`${name} ${key} share`, cellOf(key).hint, share2(want[key], want.f0_tokens));
+      }
+    }
+    for (const key of ["ttft_ms_p50", "ttft_ms_p99", "queue_ms_mean"]) {
+      check(`${name} ${key}`, cellOf(key).v, ms3(want[key]));
+      check(`${name} ${key} hint`, cellOf(key).hint, want[key] === null ? null : humanMs(want[key]));
+    }
+    check(`${name} hit/worker`, cellOf("hit_per_worker").v, range(want.per_worker.map((w) => [w.reused_tokens, w.prompt_tokens])));
+    check(`${name} share/worker`, cellOf("share_per_worker").v, range(want.per_worker.map((w) => [w.requests, want.requests])));
+    check(`${name} cells`, Object.keys(got).length, FLEET_COUNTS.length + 6);
+
+    // The bars: the label, the TTFT and queue figures, and every segment's share it prints.
+    const figures = page.chart.filter((f) => f.row === i);
+    const figure = (key) => figures.find((f) => f.key === key)?.text;
+    check(`${name} bar label`, figure("label"), fleetLabel(want));
+    check(`${name} bar reused`, figure("reused"), share1(want.f5_tokens, want.f0_tokens));
+    for (const key of ["ttft_ms_p50", "ttft_ms_p99", "queue_ms_mean"]) {
+      check(`${name} bar ${key}`, figure(key), humanMs(want[key]));
+    }
+    for (const f of figures.filter((f) => SEGMENT_FIELDS[f.key])) {
+      // "reused" is printed twice: in its segment and beside the bar; both are this share.
+      check(`${name} segment ${f.key}`, f.text, share1(want[SEGMENT_FIELDS[f.key]], want.f0_tokens));
+    }
+  });
+  for (const f of page.chart) {
+    if (!(f.row >= 0 && f.row < rows.length) || !(f.key in SEGMENT_FIELDS || ["label", "ttft_ms_p50", "ttft_ms_p99", "queue_ms_mean"].includes(f.key))) {
+      wrong.push(`chart: an unexpected figure ${JSON.stringify(f)}`);
+    }
+  }
+
+  // The selected row's workers.
+  check("selected row", page.selected, best);
+  const row = rows[best];
+  if (row) {
+    check("workers drawn", page.workers.length, 3 * row.per_worker.length);
+    row.per_worker.forEach((w, k) => {
+      const tile = (key) => page.workers.find((f) => f.worker === k && f.key === key)?.text;
+      check(`worker ${k} name`, tile("name"), `worker ${k}`);
+      check(`worker ${k} hit`, tile("hit"), share1(w.reused_tokens, w.prompt_tokens));
+      check(`worker ${k} share`, tile("share"), share1(w.requests, row.requests));
+    });
+  }
+  return { wrong, compared };
+}
+
 let server;
 let driver;
 let base;
@@ -172,7 +344,7 @@ try {
     args: [
       "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",
-      "--disable-dev-shm-usage", `--user-data-dir=${profile}`, "--window-size=1440,1000",
+      "--disable-dev-shm-usage", `--user-data-dir=${profile}`, "--window-size=1440,1300",
       "--force-device-scale-factor=1", "--hide-scrollbars",
     ],
   };
@@ -207,13 +379,28 @@ try {
     await check(`${paths.length} local files`, filesNative, "page-files.png");
   }
 
-  // Waits for the run the page is doing, saves a screenshot, and compares what it rendered.
-  async function check(what, native, screenshot) {
+  if (fleetNative) {
+    const fleetQuery = new URLSearchParams({
+      view: "fleet",
+      workers: args.workers,
+      workerCapacities: args["worker-capacity"],
+      routers: args.router,
+      blockSize: String(fleetNative.block_size),
+      warmup: String(fleetNative.warmup),
+      run: "",
+    });
+    await command(base, "POST", `${session}/url`, { url: `${site}?${fleetQuery}` });
+    await check("fleets on the bundled sample", fleetNative, "page-fleet.png", readFleetPage);
+  }
+
+  // Waits for the run the page is doing, saves a screenshot, and compares what it rendered
+  // (`reader` reads the page: the replay's view, or the Fleet view's).
+  async function check(what, native, screenshot, reader = readPage) {
     const started = Date.now();
     let page;
     for (;;) {
       page = await command(base, "POST", `${session}/execute/sync`, {
-        script: `return (${readPage})();`,
+        script: `return (${reader})();`,
         args: [],
       });
       if (page.state === "done" || page.state === "error") break;
@@ -240,6 +427,18 @@ try {
     console.log(`screenshot: ${shot}`);
 
     if (page.state === "error") throw new Error(`${what}: the page reported an error: ${page.error}`);
+    if (reader === readFleetPage) {
+      const { wrong, compared } = compareFleet(page, native);
+      if (wrong.length) {
+        failed = true;
+        console.error(`e2e (${what}): ${wrong.length} values differ from kvreuse fleet --json:\n  ${wrong.join("\n  ")}`);
+      } else {
+        console.log(`e2e (${what}): all ${page.rows.length} rows (${compared} rendered values) equal kvreuse fleet --json`);
+      }
+      const over = page.longestStepMs > 50 ? " (above the 50 ms the page aims at)" : "";
+      console.log(`fleet: longest step ${page.longestStepMs.toFixed(1)} ms${over}`);
+      return;
+    }
     const wrong = compare(page, native);
     const cells = page.rows.length * 11 + 5;
     if (wrong.length) {

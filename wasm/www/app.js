@@ -1,13 +1,16 @@
-// The page: reads the form, runs the replay in a worker, draws what comes back.
+// The page: reads the form, runs the replay or the fleets in a worker, draws what comes back.
 //
-// Settings live in the URL's query (capacities, policies, blockSize, warmup, skipInvalid),
-// so a configuration can be bookmarked or shared; `?run` starts the sample at once.
+// Two views share the trace input and the request settings: Replay (histories, charts.js)
+// and Fleet (simulated fleets, fleet.js). Settings live in the URL's query (view; capacities,
+// policies; workers, workerCapacities, routers, engineBlockSize, history, timing, speedup,
+// seed; blockSize, warmup, skipInvalid), so a configuration can be bookmarked or shared; `?run`
+// starts the sample at once.
 
-import { drawCapacityChart, drawTimeChart, duration, legend } from "./charts.js";
+import { cell, drawCapacityChart, drawTimeChart, duration, fmt, legend } from "./charts.js";
+import { fleetReport, redrawFleetChart, renderFleet } from "./fleet.js";
 
 const $ = (selector) => document.querySelector(selector);
 const SAMPLE_URL = "traces/mooncake_synthetic_trace.jsonl";
-const fmt = (n) => n.toLocaleString("en-US");
 
 const form = $("#controls");
 const ui = {
@@ -16,6 +19,15 @@ const ui = {
   warmup: $("#warmup"),
   skipInvalid: $("#skip-invalid"),
   policies: [...document.querySelectorAll('input[name="policy"]')],
+  workers: $("#workers"),
+  workerCapacities: $("#worker-capacities"),
+  routers: $("#routers"),
+  engineBlockSize: $("#engine-block-size"),
+  history: $("#history"),
+  timings: [...document.querySelectorAll('input[name="timing"]')],
+  speedup: $("#speedup"),
+  seed: $("#seed"),
+  views: [...document.querySelectorAll('input[name="view"]')],
   sources: [...document.querySelectorAll('input[name="source"]')],
   file: $("#file"),
   drop: $("#drop"),
@@ -34,7 +46,33 @@ let files = [];
 const WHOLE_FILE_MAX_BYTES = 256 << 20;
 let worker = null;
 let workerReady = false;
-let current = null; // { histories, timeline, report, startMs }
+let current = null; // the replay's { histories, timeline, report, startMs }
+let running = null; // the view whose run is under way
+
+const VIEWS = {
+  replay: {
+    run: "Replay", verb: "Replaying", title: "kvreuse · prefix-reuse replay",
+    tagline: "How much of this prompt traffic was computed before?",
+  },
+  fleet: {
+    run: "Simulate fleets", verb: "Simulating", title: "kvreuse · where reuse goes in a fleet",
+    tagline: "Where does reuse go in a fleet of workers?",
+  },
+};
+
+function view() {
+  return ui.views.find((v) => v.checked).value;
+}
+
+function syncView() {
+  const name = view();
+  document.body.dataset.view = name;
+  ui.run.textContent = VIEWS[name].run;
+  $("#tagline").textContent = VIEWS[name].tagline;
+  document.title = VIEWS[name].title;
+  if (name === "fleet") redrawFleetChart();
+  else renderCharts();
+}
 
 function setState(state) {
   document.body.dataset.state = state;
@@ -90,11 +128,12 @@ function onMessage(data) {
   }
 }
 
-function showProgress({ progress, requests, replayed }) {
+function showProgress({ progress, requests, ran }) {
   ui.bar.style.width = `${(100 * progress).toFixed(1)}%`;
+  const verb = VIEWS[running ?? "replay"].verb;
   ui.progress.textContent = requests === null
-    ? `Replaying ${fmt(replayed)} requests`
-    : `Replaying ${fmt(replayed)} / ${fmt(requests)} requests`;
+    ? `${verb} ${fmt(ran)} requests`
+    : `${verb} ${fmt(ran)} / ${fmt(requests)} requests`;
 }
 
 let lastLiveDraw = 0;
@@ -106,45 +145,71 @@ function liveTimeChart() {
   drawTimeChart($("#chart-time"), current.histories, current.timeline, first ? first.timeMs : null);
 }
 
-function readForm() {
-  const policies = ui.policies.filter((p) => p.checked).map((p) => p.value);
-  return {
-    capacities: ui.capacities.value.trim(),
-    policies: policies.join(","),
+// An optional field: its text, or undefined when empty (the engine's default).
+const optional = (input) => (input.value.trim() === "" ? undefined : input.value.trim());
+
+// The settings of the view `name`, as the URL and the engine name them (undefined: default).
+function readForm(name) {
+  const shared = {
     // Empty: the format's block size (Mooncake 512, Bailian 16, a document's own).
-    blockSize: ui.blockSize.value.trim() === "" ? undefined : Number(ui.blockSize.value),
+    blockSize: optional(ui.blockSize) && Number(ui.blockSize.value),
     warmup: Number(ui.warmup.value || 0),
     skipInvalid: ui.skipInvalid.checked,
   };
+  if (name === "fleet") {
+    return {
+      workers: ui.workers.value.trim(),
+      workerCapacities: ui.workerCapacities.value.trim(),
+      routers: ui.routers.value.trim(),
+      engineBlockSize: optional(ui.engineBlockSize) && Number(ui.engineBlockSize.value),
+      history: optional(ui.history),
+      timing: ui.timings.find((t) => t.checked).value,
+      speedup: optional(ui.speedup) && Number(ui.speedup.value),
+      seed: optional(ui.seed) && Number(ui.seed.value),
+      ...shared,
+    };
+  }
+  const policies = ui.policies.filter((p) => p.checked).map((p) => p.value);
+  return { capacities: ui.capacities.value.trim(), policies: policies.join(","), ...shared };
 }
 
-// The engine's options: a warm-up of 1 or more is a number of requests.
+// The engine's options: defaults left out; a warm-up of 1 or more is a number of requests.
 function engineOptions(options) {
   const { warmup, ...rest } = options;
-  if (rest.blockSize === undefined) delete rest.blockSize;
+  for (const key of Object.keys(rest)) if (rest[key] === undefined) delete rest[key];
   return warmup >= 1 ? { ...rest, warmupRequests: warmup } : { ...rest, warmup };
 }
 
-function writeUrl(options) {
-  const query = new URLSearchParams({
-    capacities: options.capacities,
-    policies: options.policies,
-    warmup: String(options.warmup),
-  });
-  if (options.blockSize !== undefined) query.set("blockSize", String(options.blockSize));
-  if (options.skipInvalid) query.set("skipInvalid", "1");
+function writeUrl(name, options) {
+  const query = new URLSearchParams(name === "fleet" ? { view: name } : {});
+  for (const [key, value] of Object.entries(options)) {
+    if (key === "skipInvalid") {
+      if (value) query.set(key, "1");
+    } else if (value !== undefined) {
+      query.set(key, String(value));
+    }
+  }
   history.replaceState(null, "", `${location.pathname}?${query}`);
 }
 
 function readUrl() {
   const query = new URLSearchParams(location.search);
-  if (query.has("capacities")) ui.capacities.value = query.get("capacities");
+  const fields = {
+    capacities: ui.capacities, workers: ui.workers, workerCapacities: ui.workerCapacities,
+    routers: ui.routers, engineBlockSize: ui.engineBlockSize, history: ui.history,
+    speedup: ui.speedup, seed: ui.seed, blockSize: ui.blockSize, warmup: ui.warmup,
+  };
+  for (const [key, input] of Object.entries(fields)) {
+    if (query.has(key)) input.value = query.get(key);
+  }
   if (query.has("policies")) {
     const chosen = query.get("policies").split(",").map((p) => p.trim());
     for (const box of ui.policies) box.checked = chosen.includes(box.value);
   }
-  if (query.has("blockSize")) ui.blockSize.value = query.get("blockSize");
-  if (query.has("warmup")) ui.warmup.value = query.get("warmup");
+  for (const [key, radios] of [["timing", ui.timings], ["view", ui.views]]) {
+    const radio = radios.find((r) => r.value === query.get(key));
+    if (radio) radio.checked = true;
+  }
   ui.skipInvalid.checked = query.get("skipInvalid") === "1";
   return query.has("run");
 }
@@ -156,8 +221,9 @@ function source() {
 async function start(event) {
   event?.preventDefault();
   clearError();
-  const options = readForm();
-  if (!options.policies) {
+  const name = view();
+  const options = readForm(name);
+  if (name === "replay" && !options.policies) {
     fail({ name: "TypeError", message: "choose at least one policy" });
     return;
   }
@@ -176,18 +242,20 @@ async function start(event) {
   } else {
     message = { source: { url: new URL(SAMPLE_URL, location.href).href }, transfer: [] };
   }
-  writeUrl(options);
+  writeUrl(name, options);
   setState("running");
+  running = name;
   ui.bar.style.width = "0%";
   ui.progress.textContent = workerReady ? "Starting…" : "Loading the engine…";
-  current = null;
+  if (name === "replay") current = null;
   worker.postMessage(
-    { type: "run", source: message.source, options: engineOptions(options) },
+    { type: "run", engine: name, source: message.source, options: engineOptions(options) },
     message.transfer,
   );
 }
 
 function cancel() {
+  running = null;
   worker.terminate();
   spawnWorker();
   setState("idle");
@@ -197,6 +265,7 @@ function cancel() {
 
 function fail({ name, message }) {
   const wasRunning = document.body.dataset.state === "running";
+  running = null;
   ui.error.textContent = `${name}: ${message}`;
   ui.error.hidden = false;
   ui.progress.textContent = "Stopped.";
@@ -213,16 +282,25 @@ function clearError() {
   ui.error.textContent = "";
 }
 
-function finish({ report, timeline, traceStartMs, elapsedMs, bytes }) {
-  current = { ...current, report, timeline, startMs: traceStartMs };
+function finish({ engine, report, timeline, traceStartMs, elapsedMs, bytes, longestStepMs }) {
+  running = null;
   ui.bar.style.width = "100%";
   ui.progress.textContent =
     `Done: ${fmt(report.requests)} requests, ${(bytes / 1e6).toFixed(1)} MB, in ${duration(elapsedMs)}.`;
-  renderSummary(report, elapsedMs, bytes);
-  renderCharts();
-  renderTable(report);
-  $("#copy-json").disabled = false;
-  $("#download-json").disabled = false;
+  // For tests: the longest call into the engine, which blocked its worker that long.
+  ui.progress.dataset.longestStepMs = longestStepMs.toFixed(1);
+  if (engine === "fleet") {
+    renderFleet(report, elapsedMs, bytes);
+    $("#fleet-copy-json").disabled = false;
+    $("#fleet-download-json").disabled = false;
+  } else {
+    current = { ...current, report, timeline, startMs: traceStartMs };
+    renderSummary(report, elapsedMs, bytes);
+    renderCharts();
+    renderTable(report);
+    $("#copy-json").disabled = false;
+    $("#download-json").disabled = false;
+  }
   setState("done");
   // This worker's run is over; the next run gets a fresh one.
   worker.terminate();
@@ -251,7 +329,7 @@ function renderSummary(report, elapsedMs, bytes) {
 }
 
 function renderCharts() {
-  if (!current?.report) return;
+  if (!current?.report || view() !== "replay") return;
   drawCapacityChart($("#chart-capacity"), current.report.rows);
   drawTimeChart($("#chart-time"), current.report.rows, current.timeline, current.startMs);
   legend($("#time-legend"), current.report.rows);
@@ -269,31 +347,6 @@ function humanBytes(bytes) {
   return unit ? `${value.toFixed(1)} ${units[unit]}` : `${bytes} B`;
 }
 
-function cell(key, value, hint = null, bar = null) {
-  const td = document.createElement("td");
-  td.dataset.key = key;
-  if (key !== "policy") td.className = "num";
-  if (bar !== null) {
-    const track = document.createElement("span");
-    track.className = "cell-bar";
-    const fill = document.createElement("i");
-    fill.style.width = `${Math.min(100, Math.max(0, bar * 100)).toFixed(2)}%`;
-    track.appendChild(fill);
-    td.appendChild(track);
-  }
-  const v = document.createElement("span");
-  v.className = "v";
-  v.textContent = value;
-  td.appendChild(v);
-  if (hint) {
-    const h = document.createElement("span");
-    h.className = "hint";
-    h.textContent = hint;
-    td.appendChild(h);
-  }
-  return td;
-}
-
 function renderTable(report) {
   const body = $("#results tbody");
   body.replaceChildren();
@@ -302,7 +355,7 @@ function renderTable(report) {
   for (const row of report.rows) {
     const tr = document.createElement("tr");
     tr.className = `policy-${row.policy}`;
-    const policy = cell("policy", row.policy);
+    const policy = cell("policy", row.policy, null, null, false);
     policy.insertAdjacentHTML("afterbegin", `<span class="swatch ${row.policy}"></span>`);
     const f1 = ratio(row.f1_tokens, row.f0_tokens);
     const any = ratio(row.any_tokens, row.f0_tokens);
@@ -323,9 +376,6 @@ function renderTable(report) {
   }
 }
 
-function reportJson() {
-  return JSON.stringify(current.report);
-}
 
 function pickFiles(chosen) {
   if (!chosen.length) return;
@@ -385,25 +435,36 @@ async function droppedFiles(transfer) {
 window.addEventListener("dragover", (e) => e.preventDefault());
 window.addEventListener("drop", (e) => e.preventDefault());
 
-$("#copy-json").addEventListener("click", async () => {
-  await navigator.clipboard.writeText(reportJson());
-  $("#copy-json").textContent = "Copied";
-  setTimeout(() => { $("#copy-json").textContent = "Copy JSON"; }, 1200);
-});
-$("#download-json").addEventListener("click", () => {
-  const link = document.createElement("a");
-  link.href = URL.createObjectURL(new Blob([reportJson() + "\n"], { type: "application/json" }));
-  link.download = "kvreuse-replay.json";
-  link.click();
-  URL.revokeObjectURL(link.href);
-});
+// Copy and download of a view's report, as `kvreuse replay --json` / `kvreuse fleet --json`.
+for (const [prefix, name, report] of [["", "replay", () => current.report], ["fleet-", "fleet", fleetReport]]) {
+  const copy = $(`#${prefix}copy-json`);
+  copy.addEventListener("click", async () => {
+    await navigator.clipboard.writeText(JSON.stringify(report()));
+    copy.textContent = "Copied";
+    setTimeout(() => { copy.textContent = "Copy JSON"; }, 1200);
+  });
+  $(`#${prefix}download-json`).addEventListener("click", () => {
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(report()) + "\n"], { type: "application/json" }));
+    link.download = `kvreuse-${name}.json`;
+    link.click();
+    URL.revokeObjectURL(link.href);
+  });
+}
 
 let resizeTimer = 0;
 window.addEventListener("resize", () => {
   clearTimeout(resizeTimer);
-  resizeTimer = setTimeout(renderCharts, 120);
+  resizeTimer = setTimeout(() => (view() === "fleet" ? redrawFleetChart() : renderCharts()), 120);
 });
+
+ui.views.forEach((v) => v.addEventListener("change", syncView));
+const syncTiming = () => { ui.speedup.disabled = ui.timings.find((t) => t.checked).value === "instant"; };
+ui.timings.forEach((t) => t.addEventListener("change", syncTiming));
 
 spawnWorker();
 syncSource();
-if (readUrl()) start();
+const runNow = readUrl();
+syncView();
+syncTiming();
+if (runNow) start();

@@ -1,21 +1,25 @@
-// The two charts, drawn as SVG: F1/F0 against capacity (one line per policy) and F1/F0 over
-// trace time (one line per history). No library: scales, ticks and a hover readout are below.
+// The replay's two charts, drawn as SVG: F1/F0 against capacity (one line per policy) and
+// F1/F0 over trace time (one line per history). No library: scales, ticks and a hover readout
+// are below. The SVG helpers, number formats and table cells are shared with the Fleet view
+// (fleet.js).
 
 const SVG = "http://www.w3.org/2000/svg";
 const POLICY_ORDER = ["fifo", "lru", "inf"];
 
-function el(tag, attrs = {}, parent = null) {
+export function el(tag, attrs = {}, parent = null) {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   if (parent) parent.appendChild(node);
   return node;
 }
 
-function text(parent, x, y, content, attrs = {}) {
+export function text(parent, x, y, content, attrs = {}) {
   const node = el("text", { x, y, ...attrs }, parent);
   node.textContent = content;
   return node;
 }
+
+export const fmt = (n) => n.toLocaleString("en-US");
 
 export function compact(n) {
   if (n >= 1e9 && n % 1e9 === 0) return `${n / 1e9}G`;
@@ -36,7 +40,7 @@ export function duration(ms) {
 const pct = (x) => `${(100 * x).toFixed(1)}%`;
 
 // Ticks for a linear axis: about `count` round steps covering [lo, hi].
-function linearTicks(lo, hi, count) {
+export function linearTicks(lo, hi, count) {
   const raw = (hi - lo) / Math.max(1, count);
   const mag = 10 ** Math.floor(Math.log10(raw || 1));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
@@ -69,7 +73,7 @@ export function historyLabel(row) {
   return row.policy === "inf" ? "inf" : `${row.policy} ${compact(row.capacity)}`;
 }
 
-function frame(container, height) {
+export function frame(container, height) {
   container.replaceChildren();
   const width = Math.max(320, container.clientWidth || 640);
   const svg = el("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img" });
@@ -77,7 +81,7 @@ function frame(container, height) {
   return { svg, width, height };
 }
 
-function tooltip(container) {
+export function tooltip(container) {
   const tip = document.createElement("div");
   tip.className = "tip";
   tip.hidden = true;
@@ -272,4 +276,31 @@ export function legend(container, rows) {
     item.append(chip, historyLabel(row));
     container.appendChild(item);
   });
+}
+
+// A table cell: the value (class "v"), an optional hint under it, an optional bar (0..1) before
+// it; `data-key` names the field, so a test can read every cell.
+export function cell(key, value, hint = null, bar = null, numeric = true) {
+  const td = document.createElement("td");
+  td.dataset.key = key;
+  if (numeric) td.className = "num";
+  if (bar !== null) {
+    const track = document.createElement("span");
+    track.className = "cell-bar";
+    const fill = document.createElement("i");
+    fill.style.width = `${Math.min(100, Math.max(0, bar * 100)).toFixed(2)}%`;
+    track.appendChild(fill);
+    td.appendChild(track);
+  }
+  const v = document.createElement("span");
+  v.className = "v";
+  v.textContent = value;
+  td.appendChild(v);
+  if (hint) {
+    const h = document.createElement("span");
+    h.className = "hint";
+    h.textContent = hint;
+    td.appendChild(h);
+  }
+  return td;
 }

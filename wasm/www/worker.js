@@ -1,19 +1,25 @@
-// The replay runs here, off the page's thread, so the page stays responsive.
+// The replay and the fleet simulation run here, off the page's thread, so the page stays
+// responsive.
 //
-// In:  { type: "run", source: { url } | { bytes: ArrayBuffer, gzip: boolean } | { files: File[] },
-//        options }
-//      A URL or bytes are replayed as one text; files are read in chunks, one after another
+// In:  { type: "run", engine: "replay" | "fleet",
+//        source: { url } | { bytes: ArrayBuffer, gzip: boolean } | { files: File[] }, options }
+//      A URL or bytes are run as one text; files are read in chunks, one after another
 //      (gzip by the name's .gz), so a trace larger than memory, or a folder of
-//      kv-cache-tester conversations, replays without being held whole.
+//      kv-cache-tester conversations, runs without being held whole.
 // Out: { type: "ready" }                   once the engine is loaded
-//      { type: "start", histories }        the histories, in row order
-//      { type: "progress", phase, progress, requests, replayed }
-//      { type: "snapshot", point }         one point of the timeline (cumulative counts)
-//      { type: "done", report, timeline, elapsedMs, bytes }
+//      { type: "start", histories }        the replay's histories, in row order
+//      { type: "progress", progress, requests, ran }   ran: requests run so far
+//      { type: "snapshot", point }         one point of the replay's timeline (cumulative counts)
+//      { type: "done", engine, report, timeline, elapsedMs, bytes, longestStepMs }
 //      { type: "error", name, message, line }
 // One run per worker: the page starts a new worker for every run (and to cancel one).
+//
+// Every call into the engine that does work (a step, or a slice of a chunk, which runs the
+// requests the slice completes) is timed, and the work per call adapts so that a call takes
+// about SLICE_MS: a fleet simulation costs far more per request than a replay, and more as
+// its caches fill. `longestStepMs` is the longest call of the run.
 
-import init, { Replay } from "./pkg/kvreuse_wasm.js";
+import init, { Fleet, Replay } from "./pkg/kvreuse_wasm.js";
 
 const ready = init().then(
   () => postMessage({ type: "ready" }),
@@ -23,10 +29,40 @@ const ready = init().then(
   },
 );
 
-// Aim for about this much work between progress messages.
-const SLICE_MS = 30;
+// Aim for about this much work per call into the engine: well under the 50 ms a call may
+// take, since the fleet's requests vary in cost (up to about 6 ms each on the bundled sample).
+const SLICE_MS = 10;
 // Timeline points over the replay.
 const WINDOWS = 150;
+
+// The engines: their class, requests run so far, and the work of a first step (requests) and
+// of a first slice of a chunk (bytes), from which the work adapts.
+const ENGINES = {
+  replay: { Engine: Replay, ran: (replay) => replay.replayed, firstStep: 256, firstSlice: 64 << 10 },
+  fleet: { Engine: Fleet, ran: (fleet) => fleet.simulated, firstStep: 1, firstSlice: 4 << 10 },
+};
+
+// The work per call (requests for a step, bytes for a slice of a chunk), adapted to the time
+// calls take; and the longest call.
+class Pace {
+  constructor(work, min, max) {
+    Object.assign(this, { work, min, max, longestMs: 0 });
+  }
+
+  // Runs `call(work)`; a call given the full work adapts it towards SLICE_MS (growing by half
+  // at most, shrinking to a quarter at most).
+  run(call, work = this.work) {
+    const t0 = performance.now();
+    const out = call(work);
+    const took = performance.now() - t0;
+    this.longestMs = Math.max(this.longestMs, took);
+    if (work === this.work) {
+      const scale = Math.min(1.5, Math.max(0.25, SLICE_MS / Math.max(took, 0.01)));
+      this.work = Math.max(this.min, Math.min(this.max, Math.round(this.work * scale)));
+    }
+    return out;
+  }
+}
 
 async function load(source) {
   if (source.url) {
@@ -69,102 +105,121 @@ async function* chunks(file, stored) {
   }
 }
 
-async function run({ source, options }) {
+// The replay's timeline: a point (cumulative F0 and F1 per history) every `span` requests.
+class Timeline {
+  constructor(replay) {
+    this.replay = replay;
+    this.points = [point(replay)];
+    this.span = 0;
+    this.next = 0;
+  }
+
+  take() {
+    const p = point(this.replay);
+    this.points.push(p);
+    postMessage({ type: "snapshot", point: p });
+  }
+
+  // While chunks arrive, JSONL requests replay as they come: a point every `span` requests,
+  // estimated from the first chunks' requests per byte (`read`: the share of bytes read).
+  afterSlice(read) {
+    const replayed = this.replay.replayed;
+    if (!this.span && replayed > 0) {
+      this.span = Math.max(1, Math.ceil(replayed / read / WINDOWS));
+      this.next = this.span;
+    }
+    if (this.span && replayed >= this.next) {
+      this.take();
+      this.next = replayed + this.span;
+    }
+  }
+
+  // What is left after the chunks: a document set's requests, merged by time, now counted.
+  afterInput() {
+    if (this.replay.replayed === 0) this.span = 0;
+  }
+
+  // Steps end on window boundaries, where the timeline takes a point (a step reads lines,
+  // and a line holds at most one request, so it never passes a boundary). Conversation
+  // documents are counted only once read: no windows before.
+  budget(work) {
+    const { replay } = this;
+    if (!this.span && replay.requests != null) this.span = Math.max(1, Math.ceil(replay.requests / WINDOWS));
+    return this.span ? Math.min(work, this.span - (replay.replayed % this.span)) : work;
+  }
+
+  afterStep() {
+    const { replay, span } = this;
+    if (replay.replayed > 0 && span && (replay.replayed % span === 0 || replay.phase === "done")) this.take();
+  }
+}
+
+async function run({ engine = "replay", source, options }) {
   await ready;
   const started = performance.now();
   const bytes = source.files ? null : await load(source);
-  const replay = new Replay(bytes, options);
+  const kind = ENGINES[engine];
+  const sim = new kind.Engine(bytes, options);
+  const steps = new Pace(kind.firstStep, 1, 1 << 20);
+  const slices = new Pace(kind.firstSlice, 1 << 10, 16 << 20);
+  let lastPost = 0;
+  const progress = (share, force = false) => {
+    const now = performance.now();
+    if (now - lastPost <= 50 && !force) return;
+    lastPost = now;
+    postMessage({ type: "progress", progress: share, requests: sim.requests ?? null, ran: kind.ran(sim) });
+  };
   try {
-    postMessage({
-      type: "start",
-      histories: replay.results().map((r) => ({ policy: r.policy, capacity: r.capacity })),
-    });
-    const timeline = [point(replay)];
-    let work = 256;
-    let lastPost = 0;
-    let span = 0;
+    let timeline = null;
+    if (engine === "replay") {
+      postMessage({
+        type: "start",
+        histories: sim.results().map((r) => ({ policy: r.policy, capacity: r.capacity })),
+      });
+      timeline = new Timeline(sim);
+    }
     let size = bytes?.length ?? 0;
     if (source.files) {
-      // Files in chunks: JSONL requests replay as their chunks arrive; a point of the timeline
-      // every `span` requests, estimated from the first chunks' requests per byte.
+      // Files in chunks, each handed over in slices, since a push runs the requests its bytes
+      // complete.
       const total = source.files.reduce((sum, f) => sum + f.size, 0);
       const stored = { bytes: 0 };
-      let next = 0;
       for (const file of source.files) {
-        replay.beginFile(file.name);
+        sim.beginFile(file.name);
         for await (const chunk of chunks(file, stored)) {
-          replay.push(chunk);
           size += chunk.length;
           const read = Math.min(1, stored.bytes / Math.max(1, total));
-          if (!span && replay.replayed > 0) {
-            span = Math.max(1, Math.ceil(replay.replayed / read / WINDOWS));
-            next = span;
-          }
-          if (span && replay.replayed >= next) {
-            const p = point(replay);
-            timeline.push(p);
-            postMessage({ type: "snapshot", point: p });
-            next = replay.replayed + span;
-          }
-          const now = performance.now();
-          if (now - lastPost > 50) {
-            lastPost = now;
-            postMessage({
-              type: "progress",
-              phase: replay.phase,
-              progress: read,
-              requests: replay.requests,
-              replayed: replay.replayed,
-            });
+          for (let at = 0; at < chunk.length;) {
+            const end = Math.min(chunk.length, at + slices.work);
+            slices.run(() => sim.push(chunk.subarray(at, end)), end - at);
+            at = end;
+            timeline?.afterSlice(read);
+            progress(read);
           }
         }
       }
-      replay.finish();
-      // What is left: a document set's requests, merged by time, now counted.
-      if (replay.replayed === 0) span = 0;
+      sim.finish();
+      timeline?.afterInput();
     }
     for (;;) {
-      const phase = replay.phase;
-      if (phase === "done") break;
-      // Steps end on window boundaries, where the timeline takes a point (a step reads lines,
-      // and a line holds at most one request, so it never passes a boundary).
-      // (Conversation documents are counted only once read: no windows before.)
-      if (!span && replay.requests !== null) span = Math.max(1, Math.ceil(replay.requests / WINDOWS));
-      const budget = span ? Math.min(work, span - (replay.replayed % span)) : work;
-      const t0 = performance.now();
-      replay.step(budget);
-      const took = performance.now() - t0;
-      // Adapt the slice so a step takes about SLICE_MS.
-      if (budget === work) {
-        work = Math.max(16, Math.min(1 << 20, Math.round(work * (took < SLICE_MS / 2 ? 2 : took > SLICE_MS * 2 ? 0.5 : 1))));
-      }
-      if (replay.replayed > 0 && span && (replay.replayed % span === 0 || replay.phase === "done")) {
-        const p = point(replay);
-        timeline.push(p);
-        postMessage({ type: "snapshot", point: p });
-      }
-      const now = performance.now();
-      if (now - lastPost > 50 || replay.phase === "done") {
-        lastPost = now;
-        postMessage({
-          type: "progress",
-          phase: replay.phase,
-          progress: replay.progress,
-          requests: replay.requests,
-          replayed: replay.replayed,
-        });
-      }
+      if (sim.phase === "done") break;
+      const budget = timeline ? timeline.budget(steps.work) : steps.work;
+      steps.run((work) => sim.step(work), budget);
+      timeline?.afterStep();
+      progress(sim.progress, sim.phase === "done");
     }
     postMessage({
       type: "done",
-      report: replay.report(),
-      timeline,
-      traceStartMs: replay.traceStartMs ?? null,
+      engine,
+      report: sim.report(),
+      timeline: timeline?.points ?? null,
+      traceStartMs: engine === "replay" ? sim.traceStartMs ?? null : null,
       elapsedMs: performance.now() - started,
       bytes: size,
+      longestStepMs: Math.max(steps.longestMs, slices.longestMs),
     });
   } finally {
-    replay.free();
+    sim.free();
   }
 }
 
