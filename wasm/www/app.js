@@ -76,9 +76,9 @@ function syncView() {
 
 function setState(state) {
   document.body.dataset.state = state;
-  const running = state === "running";
-  ui.run.disabled = running;
-  ui.cancel.hidden = !running;
+  const busy = state === "running";
+  ui.run.disabled = busy;
+  ui.cancel.hidden = !busy;
 }
 
 // A worker is started ahead of time, so the engine is compiled before the first click.
@@ -88,7 +88,7 @@ function spawnWorker() {
   worker.onmessage = ({ data }) => onMessage(data);
   worker.onerror = (event) => {
     event.preventDefault();
-    fail({ name: "Error", message: event.message || "the replay worker failed to start" });
+    fail({ name: "Error", message: event.message || "the engine's worker failed to start" });
   };
 }
 
@@ -164,7 +164,8 @@ function readForm(name) {
       engineBlockSize: optional(ui.engineBlockSize) && Number(ui.engineBlockSize.value),
       history: optional(ui.history),
       timing: ui.timings.find((t) => t.checked).value,
-      speedup: optional(ui.speedup) && Number(ui.speedup.value),
+      // The speedup divides the mocker's pass times: instant timing has none to read.
+      speedup: !ui.speedup.disabled && optional(ui.speedup) ? Number(ui.speedup.value) : undefined,
       seed: optional(ui.seed) && Number(ui.seed.value),
       ...shared,
     };
@@ -376,7 +377,6 @@ function renderTable(report) {
   }
 }
 
-
 function pickFiles(chosen) {
   if (!chosen.length) return;
   files = [...chosen].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -436,14 +436,16 @@ window.addEventListener("dragover", (e) => e.preventDefault());
 window.addEventListener("drop", (e) => e.preventDefault());
 
 // Copy and download of a view's report, as `kvreuse replay --json` / `kvreuse fleet --json`.
-for (const [prefix, name, report] of [["", "replay", () => current.report], ["fleet-", "fleet", fleetReport]]) {
+for (const [prefix, name, report] of [["", "replay", () => current?.report], ["fleet-", "fleet", fleetReport]]) {
   const copy = $(`#${prefix}copy-json`);
   copy.addEventListener("click", async () => {
+    if (!report()) return;
     await navigator.clipboard.writeText(JSON.stringify(report()));
     copy.textContent = "Copied";
     setTimeout(() => { copy.textContent = "Copy JSON"; }, 1200);
   });
   $(`#${prefix}download-json`).addEventListener("click", () => {
+    if (!report()) return;
     const link = document.createElement("a");
     link.href = URL.createObjectURL(new Blob([JSON.stringify(report()) + "\n"], { type: "application/json" }));
     link.download = `kvreuse-${name}.json`;

@@ -4,7 +4,8 @@
 // Every prompt token that is not reused is charged to the first stage of the cache-loss funnel
 // it misses, so reused + retrieval + race + routing + retention + cold = F0 in every row. One
 // stacked bar per row shows them as shares of F0, in the order of `kvreuse fleet --plot` (reused,
-// then the losses nearest to reuse first; retrieval only when some row has any), with the row's
+// then the losses nearest to reuse first; retrieval, which the plot folds into race, as its own
+// segment when some row has any: never in this simulation, whose F5 is F4), with the row's
 // TTFT p50 and p99 and mean queue time beside it. The workers of a selected row (click a bar, a
 // table row, or choose it in the list) are drawn as a strip: each worker's hit ratio (reused /
 // prompt tokens) and share of the row's requests. The table has every number of every row.
@@ -139,7 +140,8 @@ function drawChart(container, rows, segments, selected) {
   const rowH = 30;
   const m = { t: 26, b: 30 };
   const { svg, width, height } = frame(container, m.t + rowH * Math.max(1, rows.length) + m.b);
-  const figures = [["reused", 62], ["TTFT p50", 76], ["TTFT p99", 76], ["queue", 72]];
+  // The figures beside the bars need room: on a narrow screen they are left to the table.
+  const figures = width >= 640 ? [["reused", 62], ["TTFT p50", 76], ["TTFT p99", 76], ["queue", 72]] : [];
   const figuresW = figures.reduce((sum, [, w]) => sum + w, 0);
   const x0 = 176;
   const x1 = width - figuresW - 12;
@@ -184,14 +186,20 @@ function drawChart(container, rows, segments, selected) {
       ["ttft_ms_p50", humanMs(row.ttft_ms_p50)],
       ["ttft_ms_p99", humanMs(row.ttft_ms_p99)],
       ["queue_ms_mean", humanMs(row.queue_ms_mean)],
-    ];
+    ].slice(0, figures.length);
     values.forEach(([key, value], k) => {
       text(g, columns[k], y + rowH / 2 + 4, value, { class: "figure", "text-anchor": "end", "data-row": i, "data-key": key });
     });
     g.addEventListener("click", () => select(i));
     g.addEventListener("mousemove", () => {
-      tip.innerHTML = `<b>${label(row)}</b> · F0 ${fmt(row.f0_tokens)} tokens` + segments.map((s) =>
-        `<br><span class="chip seg-${s.name}"></span>${s.name}: ${share1(row[s.key], row.f0_tokens)} · ${fmt(row[s.key])}`).join("");
+      // Built as nodes: the router's name is text the user wrote.
+      const head = document.createElement("b");
+      head.textContent = label(row);
+      tip.replaceChildren(head, ` · F0 ${fmt(row.f0_tokens)} tokens`, ...segments.flatMap((s) => {
+        const chip = document.createElement("span");
+        chip.className = `chip seg-${s.name}`;
+        return [document.createElement("br"), chip, `${s.name}: ${share1(row[s.key], row.f0_tokens)} · ${fmt(row[s.key])}`];
+      }));
       tip.hidden = false;
       tip.style.left = `${x0 + 12}px`;
       tip.style.top = `${y + rowH}px`;

@@ -10,14 +10,16 @@
 //      { type: "start", histories }        the replay's histories, in row order
 //      { type: "progress", progress, requests, ran }   ran: requests run so far
 //      { type: "snapshot", point }         one point of the replay's timeline (cumulative counts)
-//      { type: "done", engine, report, timeline, elapsedMs, bytes, longestStepMs }
+//      { type: "done", engine, report, timeline, traceStartMs, elapsedMs, bytes, longestStepMs }
 //      { type: "error", name, message, line }
 // One run per worker: the page starts a new worker for every run (and to cancel one).
 //
 // Every call into the engine that does work (a step, or a slice of a chunk, which runs the
 // requests the slice completes) is timed, and the work per call adapts so that a call takes
 // about SLICE_MS: a fleet simulation costs far more per request than a replay, and more as
-// its caches fill. `longestStepMs` is the longest call of the run.
+// its caches fill. `longestStepMs` is the longest call of the run, the ones that cannot be
+// split included (the constructor, which counts a whole text's records, and `finish`, which
+// merges a document set's requests by time).
 
 import init, { Fleet, Replay } from "./pkg/kvreuse_wasm.js";
 
@@ -49,18 +51,25 @@ class Pace {
     Object.assign(this, { work, min, max, longestMs: 0 });
   }
 
-  // Runs `call(work)`; a call given the full work adapts it towards SLICE_MS (growing by half
-  // at most, shrinking to a quarter at most).
+  // Runs `call(work)` and adapts the work towards what would have taken SLICE_MS at this
+  // call's pace (growing by half at most, shrinking to a quarter at most). A call may be given
+  // less than the full work (the end of a chunk, a timeline window): its pace counts all the
+  // same, so a chunk smaller than the work does not stop the adapting.
   run(call, work = this.work) {
+    const took = this.time(() => call(work));
+    const paced = (work * SLICE_MS) / Math.max(took.ms, 0.01);
+    const next = Math.min(1.5 * this.work, Math.max(0.25 * this.work, paced));
+    this.work = Math.max(this.min, Math.min(this.max, Math.round(next)));
+    return took.out;
+  }
+
+  // Runs `call`, counting its time towards the longest call.
+  time(call) {
     const t0 = performance.now();
-    const out = call(work);
-    const took = performance.now() - t0;
-    this.longestMs = Math.max(this.longestMs, took);
-    if (work === this.work) {
-      const scale = Math.min(1.5, Math.max(0.25, SLICE_MS / Math.max(took, 0.01)));
-      this.work = Math.max(this.min, Math.min(this.max, Math.round(this.work * scale)));
-    }
-    return out;
+    const out = call();
+    const ms = performance.now() - t0;
+    this.longestMs = Math.max(this.longestMs, ms);
+    return { out, ms };
   }
 }
 
@@ -159,9 +168,9 @@ async function run({ engine = "replay", source, options }) {
   const started = performance.now();
   const bytes = source.files ? null : await load(source);
   const kind = ENGINES[engine];
-  const sim = new kind.Engine(bytes, options);
   const steps = new Pace(kind.firstStep, 1, 1 << 20);
   const slices = new Pace(kind.firstSlice, 1 << 10, 16 << 20);
+  const sim = steps.time(() => new kind.Engine(bytes, options)).out;
   let lastPost = 0;
   const progress = (share, force = false) => {
     const now = performance.now();
@@ -198,7 +207,7 @@ async function run({ engine = "replay", source, options }) {
           }
         }
       }
-      sim.finish();
+      steps.time(() => sim.finish());
       timeline?.afterInput();
     }
     for (;;) {
