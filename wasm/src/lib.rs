@@ -46,7 +46,8 @@
 //! - The generated `kvreuse_wasm.d.ts` types all of this.
 //!
 //! The [`input`], [`session`] and [`footprint`] modules hold the logic in plain Rust, so that
-//! the host tests and the native timing example run exactly the code the browser runs.
+//! the host tests and the native timing example run exactly the code the browser runs (but
+//! for what a panic does, which nothing on input causes).
 
 #![forbid(unsafe_code)]
 #![no_std]
