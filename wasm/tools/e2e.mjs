@@ -121,7 +121,18 @@ function value(shown, what) {
   return Number(shown.replaceAll(",", ""));
 }
 
-const percent = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(2)}%` : "–");
+// Decimals as the command line writes them: the double's exact value rounded to the nearest,
+// ties to even (toFixed rounds ties up). Written apart from the page's own `fixed`.
+function fixed(x, digits) {
+  const scaled = Math.abs(x) * 10 ** digits;
+  const exact = Math.abs(x).toFixed(100).split(".")[1].slice(digits);
+  const tie = /^50*$/.test(exact) && Math.abs(x).toFixed(digits + 1).endsWith("5");
+  if (!tie) return x.toFixed(digits);
+  const down = Math.floor(scaled) % 2 === 0;
+  return down ? `${x < 0 ? "-" : ""}${(Math.floor(scaled) / 10 ** digits).toFixed(digits)}` : x.toFixed(digits);
+}
+
+const percent = (part, whole) => (whole ? `${fixed((100 * part) / whole, 2)}%` : "–");
 
 // Every rendered number against the native report; returns the list of mismatches.
 function compare(page, native) {
@@ -195,24 +206,24 @@ function readFleetPage() {
 // The Fleet view's formats, from the report's values: shares with one decimal (the command
 // line's) or two (the replay table's), milliseconds exact to the microsecond or as the command
 // line prints them, and the range over workers.
-const share1 = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(1)}%` : "–");
+const share1 = (part, whole) => (whole ? `${fixed((100 * part) / whole, 1)}%` : "–");
 const share2 = percent;
 function ms3(ms) {
   if (ms === null) return "–";
-  const [whole, fraction] = ms.toFixed(3).split(".");
+  const [whole, fraction] = fixed(ms, 3).split(".");
   return `${Number(whole).toLocaleString("en-US")}.${fraction}`;
 }
 function humanMs(ms) {
   if (ms === null) return "–";
-  if (ms < 1) return `${(ms * 1e3).toFixed(0)} us`;
-  if (ms < 1e3) return `${ms.toFixed(1)} ms`;
-  if (ms < 6e4) return `${(ms / 1e3).toFixed(2)} s`;
-  return `${(ms / 6e4).toFixed(1)} min`;
+  if (ms < 1) return `${fixed(ms * 1e3, 0)} us`;
+  if (ms < 1e3) return `${fixed(ms, 1)} ms`;
+  if (ms < 6e4) return `${fixed(ms / 1e3, 2)} s`;
+  return `${fixed(ms / 6e4, 1)} min`;
 }
 function range(pairs) {
   const values = pairs.filter(([, whole]) => whole > 0).map(([part, whole]) => (100 * part) / whole);
   if (!values.length) return "–";
-  return `${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)}%`;
+  return `${fixed(Math.min(...values), 0)}-${fixed(Math.max(...values), 0)}%`;
 }
 const fleetLabel = (r) => `${r.workers} x ${r.worker_capacity.toLocaleString("en-US")} ${r.router}`;
 

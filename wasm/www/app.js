@@ -6,7 +6,7 @@
 // seed; blockSize, warmup, skipInvalid), so a configuration can be bookmarked or shared; `?run`
 // starts the sample at once.
 
-import { cell, drawCapacityChart, drawTimeChart, duration, fmt, legend } from "./charts.js";
+import { cell, drawCapacityChart, drawTimeChart, duration, fixed, fmt, legend } from "./charts.js";
 import { fleetReport, redrawFleetChart, renderFleet } from "./fleet.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -321,7 +321,7 @@ function renderSummary(report, elapsedMs, bytes) {
   $("#f0-total").textContent = fmt(f0);
   const inf = report.rows.find((r) => r.capacity === "inf");
   const best = inf ?? report.rows.reduce((a, r) => (r.f1_tokens > (a?.f1_tokens ?? -1) ? r : a), null);
-  $("#ceiling").textContent = best && best.f0_tokens ? `${(100 * best.f1_tokens / best.f0_tokens).toFixed(2)}%` : "–";
+  $("#ceiling").textContent = best && best.f0_tokens ? `${fixed(100 * best.f1_tokens / best.f0_tokens, 2)}%` : "–";
   $("#ceiling").previousElementSibling.textContent = inf ? "reuse ceiling (inf F1/F0)" : "best F1/F0";
   $("#elapsed").textContent = duration(elapsedMs);
   $("#throughput").textContent = elapsedMs > 0
@@ -352,7 +352,7 @@ function renderTable(report) {
   const body = $("#results tbody");
   body.replaceChildren();
   const ratio = (part, whole) => (whole ? part / whole : null);
-  const percent = (x) => (x === null ? "–" : `${(100 * x).toFixed(2)}%`);
+  const percent = (x) => (x === null ? "–" : `${fixed(100 * x, 2)}%`);
   for (const row of report.rows) {
     const tr = document.createElement("tr");
     tr.className = `policy-${row.policy}`;

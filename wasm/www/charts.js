@@ -30,14 +30,26 @@ export function compact(n) {
   return String(n);
 }
 
-export function duration(ms) {
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms < 3_600_000) return `${(ms / 60_000).toFixed(1)} min`;
-  return `${(ms / 3_600_000).toFixed(1)} h`;
+// `x` with `digits` decimals as the command line writes it: Rust rounds the double's exact
+// value to the nearest, ties to even, where JS's toFixed rounds ties up (12.5 with no
+// decimals: "12" against "13"). A tie has a short exact expansion, which toFixed(100) shows.
+export function fixed(x, digits) {
+  const up = x.toFixed(digits);
+  const exact = Math.abs(x).toFixed(100);
+  const point = exact.indexOf(".");
+  const kept = exact.slice(0, digits ? point + 1 + digits : point);
+  if (!/^50*$/.test(exact.slice(point + 1 + digits))) return up;
+  return Number(kept.at(-1)) % 2 ? up : `${x < 0 ? "-" : ""}${kept}`;
 }
 
-const pct = (x) => `${(100 * x).toFixed(1)}%`;
+export function duration(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${fixed(ms / 1000, 1)} s`;
+  if (ms < 3_600_000) return `${fixed(ms / 60_000, 1)} min`;
+  return `${fixed(ms / 3_600_000, 1)} h`;
+}
+
+const pct = (x) => `${fixed(100 * x, 1)}%`;
 
 // Ticks for a linear axis: about `count` round steps covering [lo, hi].
 export function linearTicks(lo, hi, count) {

@@ -13,7 +13,7 @@
 // Every rendered number is formatted here from the report alone and carries `data-key` (and
 // `data-row`, `data-worker`), so the e2e test recomputes each one from `kvreuse fleet --json`.
 
-import { cell, duration, el, fmt, frame, text, tooltip } from "./charts.js";
+import { cell, duration, el, fixed, fmt, frame, text, tooltip } from "./charts.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -29,29 +29,29 @@ const SEGMENTS = [
 
 // Shares of a whole, as the command line's table prints them (one decimal) and as the replay's
 // table does (two).
-const share1 = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(1)}%` : "–");
-const share2 = (part, whole) => (whole ? `${((100 * part) / whole).toFixed(2)}%` : "–");
+const share1 = (part, whole) => (whole ? `${fixed((100 * part) / whole, 1)}%` : "–");
+const share2 = (part, whole) => (whole ? `${fixed((100 * part) / whole, 2)}%` : "–");
 
 // Milliseconds: exact to the microsecond in the table; as the command line prints them beside
 // the bars.
 function ms3(ms) {
   if (ms === null) return "–";
-  const [whole, fraction] = ms.toFixed(3).split(".");
+  const [whole, fraction] = fixed(ms, 3).split(".");
   return `${fmt(Number(whole))}.${fraction}`;
 }
 function humanMs(ms) {
   if (ms === null) return "–";
-  if (ms < 1) return `${(ms * 1e3).toFixed(0)} us`;
-  if (ms < 1e3) return `${ms.toFixed(1)} ms`;
-  if (ms < 6e4) return `${(ms / 1e3).toFixed(2)} s`;
-  return `${(ms / 6e4).toFixed(1)} min`;
+  if (ms < 1) return `${fixed(ms * 1e3, 0)} us`;
+  if (ms < 1e3) return `${fixed(ms, 1)} ms`;
+  if (ms < 6e4) return `${fixed(ms / 1e3, 2)} s`;
+  return `${fixed(ms / 6e4, 1)} min`;
 }
 
 // The range over workers of `part / whole`, as the command line's hit/worker and share/worker.
 function range(pairs) {
   const values = pairs.filter(([, whole]) => whole > 0).map(([part, whole]) => (100 * part) / whole);
   if (!values.length) return "–";
-  return `${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)}%`;
+  return `${fixed(Math.min(...values), 0)}-${fixed(Math.max(...values), 0)}%`;
 }
 
 const label = (row) => `${row.workers} x ${fmt(row.worker_capacity)} ${row.router}`;
