@@ -4,8 +4,8 @@
 //! of `(u64, usize)` that never repeat (so every sort gives the same order). The standard
 //! library's quicksort is about 3.8 kB of the browser build's module for those two calls;
 //! `BinaryHeap`'s heap sort, a few hundred bytes. It is slower (49,334 keys, as many as the
-//! largest bundled input's requests: about 5.5 ms natively against 1.6 ms), once in a run of
-//! minutes.
+//! largest bundled input's requests: about 5.5 ms natively against 1.6 ms on the Intel Xeon
+//! VM, 2026-12-03), once in a run of minutes.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;

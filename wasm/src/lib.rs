@@ -24,7 +24,7 @@
 //! the standard library (see the panic handler at the end of this file).
 //!
 //! ```js
-//! import init, { Replay, blockHashes } from "./pkg/kvreuse_wasm.js";
+//! import init, { Replay, blockHashes } from "./wasm-pkg/kvreuse_wasm.js";  // the package
 //! await init();
 //! const replay = new Replay(traceText, { capacities: "1k,10k,inf", policies: "fifo,lru" });
 //! while (!replay.step(4096)) showProgress(replay.progress);
