@@ -259,7 +259,7 @@ fn race(
     timeline.check(&observations);
     assert_eq!(writer.oldest_first().collect::<Vec<_>>(), timeline.last());
     assert_eq!(writer.forced_evictions(), 0, "the model's ids must fit their buckets");
-    writer.shared.check_overflow_counts(&writer.view, &writer.overflowed);
+    writer.shared.tables().check_overflow_counts(&writer.view, &writer.overflowed);
 }
 
 /// New ids appear whole: a reader racing inserts into a history with room sees each new id
@@ -383,7 +383,7 @@ fn an_overflowed_eviction_keeps_its_class_found() {
         writer.insert_all(&later);
         let timeline = Timeline::new(CAP, &taken);
         assert_eq!(timeline.last()[0], over[0]);
-        assert_eq!(writer.shared.overflow_count(0), 2);
+        assert_eq!(writer.shared.tables().overflow_count(0), 2);
         let (evicted, kept) = (over[0], over[1]);
         race(writer, timeline, &[Step::Insert(&[new])], move |look| {
             look.prefix(&[kept]).prefix(&[evicted]);

@@ -229,8 +229,8 @@ impl<S: Storage> History<S> {
 
     /// Whether `id` is present.
     pub fn contains(&self, id: u64) -> bool {
-        let s = &*self.shared;
-        s.find(id, &s.home(id), &self.view).is_some()
+        let t = self.shared.tables();
+        t.find(id, &t.home(id), &self.view).is_some()
     }
 
     /// The number of leading `ids` that are all present (stops at the first miss).
@@ -249,7 +249,7 @@ impl<S: Storage> History<S> {
         // before the clear or after it, never partly emptied.
         s.start.store(self.start, Ordering::Relaxed);
         fence(Ordering::Release);
-        s.clear();
+        s.tables().clear();
         self.overflowed.clear();
         self.view = View::new(self.view.now, self.start, self.capacity());
     }

@@ -2,7 +2,7 @@
 //!
 //! A lookup starts at an id's first bucket (see `bucket.rs` for a bucket's anatomy): its
 //! header's summary rules most absent ids out in one 8-byte read. Otherwise one pass over the
-//! slot words compares two slot tags per 64-bit operation ([`Shared::scan`]); a live slot
+//! slot words compares two slot tags per 64-bit operation ([`Tables::scan`]); a live slot
 //! whose tag matches leads to the ring entry, which confirms the id. The second bucket is read
 //! only when the first counts overflowed ids of the id's class. The writer's side (placing
 //! ids, moving residents, rebuilding summaries) is in `writer.rs`.
@@ -31,11 +31,165 @@ pub(crate) struct Shared<S> {
     pub(crate) start: AtomicU64,
 }
 
+/// The index and the ring as one operation sees them: the storage's two slices (the index as
+/// buckets) and the keys, copied out of [`Shared`].
+///
+/// `Shared` holds atomics, so after every atomic store made through it the compiler must
+/// assume its other fields changed, and reads the storage's slices (pointer and length) again
+/// before the next access. The writer's insert takes its tables once per call instead, a local
+/// value no store can change: 22 instructions fewer per new id (`scripts/bench-instructions`).
+/// Lookups, which store nothing, take them afresh at each step (see [`Shared::prefix`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Tables<'a> {
+    pub(crate) buckets: &'a [[AtomicU64; PAIRS]],
+    pub(crate) ring: &'a [AtomicU64],
+    pub(crate) codec: Codec,
+    mixer: Mixer,
+}
+
+impl<S: Storage> Shared<S> {
+    /// The tables for one operation.
+    #[inline(always)]
+    pub(crate) fn tables(&self) -> Tables<'_> {
+        // `with_storage` checked that the index is `layout.pairs()` words: whole buckets.
+        let (buckets, _) = self.storage.index().as_chunks::<PAIRS>();
+        Tables { buckets, ring: self.storage.ring(), codec: self.codec, mixer: self.mixer }
+    }
+
+    /// Whether `id`'s first bucket's summary rules it out: the cheapest lookup of an absent id,
+    /// one 8-byte read.
+    #[inline(always)]
+    pub(crate) fn summary_rules_out(&self, id: u64) -> bool {
+        let (first, bits) = self.codec.first_and_bits(self.mixer.mix(id));
+        // Ordering: Acquire pairs with the Release store of a header.
+        // (Straight from the storage, without the tables' set-up: this one read is all of most
+        // lookups of an absent id.)
+        let header = self.storage.index()[first * PAIRS].load(Ordering::Acquire);
+        !Header(header).admits(bits)
+    }
+
+    /// The leading run of `ids` present under `view`, and the fewest insertions that could
+    /// overwrite an entry it relied on (for a concurrent reader's re-check).
+    ///
+    /// Each id is first tried by walking the ring from the previous one's position. Where the
+    /// walk breaks, ids go through the index: the very first alone, later ones in batches.
+    ///
+    /// On `Shared`, not on the [`Tables`]: each step takes the tables afresh, which keeps
+    /// the compiler from copying all of them to the stack up front (a lookup usually needs
+    /// only a few of their fields, once).
+    pub(crate) fn prefix(&self, ids: &[u64], view: &View) -> (usize, u32) {
+        let mut shortest_life = u32::MAX;
+        let mut position = None;
+        let mut k = 0;
+        while k < ids.len() {
+            if let Some(found) = position.and_then(|p| self.tables().walk(p, ids[k], view)) {
+                shortest_life = shortest_life.min(view.capacity - 1 - view.age_at(found));
+                position = Some(found);
+                k += 1;
+                continue;
+            }
+            if k == 0 {
+                // The first id alone, without batch arrays to set up: a lookup whose first id is
+                // absent reads one cache line and nothing speculative.
+                let id = ids[0];
+                let Some(word) = self.tables().find(id, &self.tables().home(id), view) else {
+                    break;
+                };
+                shortest_life = view.capacity - 1 - view.age(&self.codec, word);
+                position = Some(self.codec.position(word));
+                k = 1;
+                continue;
+            }
+            let batch = &ids[k..ids.len().min(k + BATCH)];
+            let (found, last) = self.index_batch(batch, view, &mut shortest_life);
+            k += found;
+            if found < batch.len() {
+                break;
+            }
+            position = last;
+        }
+        (k, shortest_life)
+    }
+
+    /// Looks a batch up through the index: its first buckets, then the ring entries (or second
+    /// buckets) they point to, are fetched for the whole batch before any is used. Returns how
+    /// many leading ids are present and the ring position of the last of them.
+    fn index_batch(
+        &self,
+        batch: &[u64],
+        view: &View,
+        shortest_life: &mut u32,
+    ) -> (usize, Option<usize>) {
+        let mut homes = [Home::NONE; BATCH];
+        let mut words = [0u32; BATCH];
+        let homes = &mut homes[..batch.len()];
+        for (home, &id) in homes.iter_mut().zip(batch) {
+            *home = self.tables().home(id);
+            self.tables().prefetch_bucket(home.first);
+        }
+        // First buckets: an id that is certainly absent ends the prefix; the others get their
+        // ring entry, or their second bucket, fetched.
+        let mut end = batch.len();
+        let mut second = 0u64;
+        for (k, home) in homes.iter().enumerate() {
+            let scan = self.tables().scan(home.first, home);
+            words[k] = self.tables().candidate(&scan, home, view).unwrap_or(0);
+            if words[k] != 0 {
+                prefetch(self.tables().ring_entry(words[k]));
+            } else if scan.overflowed {
+                self.tables().prefetch_bucket(home.second);
+                second |= 1 << k;
+            } else {
+                end = k;
+                break;
+            }
+        }
+        for k in SetBits(second) {
+            let scan = self.tables().scan(homes[k].second, &homes[k]);
+            match self.tables().candidate(&scan, &homes[k], view) {
+                Some(word) => {
+                    words[k] = word;
+                    prefetch(self.tables().ring_entry(word));
+                }
+                None => {
+                    end = end.min(k);
+                    break;
+                }
+            }
+        }
+        // Confirm in order; a candidate whose ring entry holds another id (a tag collision)
+        // gets a full search.
+        let mut last = None;
+        for (k, (&id, home)) in batch.iter().zip(homes.iter()).enumerate().take(end) {
+            let word = match words[k] {
+                word if word != 0 && self.tables().holds(word, id) => Some(word),
+                _ => self.tables().find(id, home, view),
+            };
+            let Some(word) = word else {
+                return (k, last);
+            };
+            *shortest_life = (*shortest_life).min(view.capacity - 1 - view.age(&self.codec, word));
+            last = Some(self.codec.position(word));
+        }
+        (end, last)
+    }
+
+    /// Whether no entry with at least `life` insertions to go before its eviction under
+    /// `view` has been overwritten since, and the history was not cleared.
+    pub(crate) fn still_valid(&self, view: &View, life: u32) -> bool {
+        // Ordering: Acquire; the ring loads before it saw stores made after this count was
+        // published, so it is at least that recent.
+        let now = self.now.load(Ordering::Acquire);
+        let start = self.start.load(Ordering::Acquire);
+        now - view.now <= u64::from(life) && start <= view.now - u64::from(view.len)
+    }
+}
+
 /// One pass over a bucket for one id: the slot words read, those carrying its tag, and
 /// whether ids of its class have overflowed from it.
 ///
 /// Lookups use the slot words this pass read, never a second read: the header read after
-/// them vouches for those words only (see [`Shared::scan`]).
+/// them vouches for those words only (see [`Tables::scan`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scan {
     words: [u64; PAIRS],
@@ -51,20 +205,20 @@ impl Scan {
     }
 }
 
-impl<S: Storage> Shared<S> {
+impl Tables<'_> {
     #[inline(always)]
     pub(crate) fn home(&self, id: u64) -> Home {
         self.codec.home(self.mixer.mix(id))
     }
 
     #[inline(always)]
-    pub(super) fn pairs(&self, bucket: usize) -> &[AtomicU64] {
-        &self.storage.index()[bucket * PAIRS..(bucket + 1) * PAIRS]
+    pub(super) fn pairs(&self, bucket: usize) -> &[AtomicU64; PAIRS] {
+        &self.buckets[bucket]
     }
 
     #[inline(always)]
     pub(super) fn prefetch_bucket(&self, bucket: usize) {
-        prefetch(&self.storage.index()[bucket * PAIRS]);
+        prefetch(&self.buckets[bucket][0]);
     }
 
     /// A bucket's header, for the writer.
@@ -72,16 +226,6 @@ impl<S: Storage> Shared<S> {
     pub(super) fn header(&self, bucket: usize) -> Header {
         // Ordering: Relaxed; only the writer stores headers.
         Header(self.pairs(bucket)[0].load(Ordering::Relaxed))
-    }
-
-    /// Whether `id`'s first bucket's summary rules it out: the cheapest lookup of an absent id,
-    /// one 8-byte read.
-    #[inline(always)]
-    pub(crate) fn summary_rules_out(&self, id: u64) -> bool {
-        let (first, bits) = self.codec.first_and_bits(self.mixer.mix(id));
-        // Ordering: Acquire pairs with the Release store of a header.
-        let header = self.storage.index()[first * PAIRS].load(Ordering::Acquire);
-        !Header(header).admits(bits)
     }
 
     /// Whether `home`'s first bucket's summary admits its id (it may be present). The writer
@@ -151,7 +295,7 @@ impl<S: Storage> Shared<S> {
 
     #[inline(always)]
     pub(super) fn ring_entry(&self, word: u32) -> &AtomicU64 {
-        &self.storage.ring()[self.codec.position(word)]
+        &self.ring[self.codec.position(word)]
     }
 
     /// Whether the ring entry `word` points to holds `id`.
@@ -202,113 +346,13 @@ impl<S: Storage> Shared<S> {
     #[inline(always)]
     pub(crate) fn walk(&self, position: usize, id: u64, view: &View) -> Option<usize> {
         let next = view.next_position(position);
-        let ring = self.storage.ring();
+        let ring = self.ring;
         // Keep the sequential reads a cache line ahead of the walk.
         if let Some(ahead) = ring.get(next + 8) {
             prefetch(ahead);
         }
         // Ordering: Acquire, like every ring read (see `holds`).
         (view.age_at(next) < view.len && ring[next].load(Ordering::Acquire) == id).then_some(next)
-    }
-
-    /// The leading run of `ids` present under `view`, and the fewest insertions that could
-    /// overwrite an entry it relied on (for a concurrent reader's re-check).
-    ///
-    /// Each id is first tried by walking the ring from the previous one's position. Where the
-    /// walk breaks, ids go through the index: the very first alone, later ones in batches.
-    pub(crate) fn prefix(&self, ids: &[u64], view: &View) -> (usize, u32) {
-        let mut shortest_life = u32::MAX;
-        let mut position = None;
-        let mut k = 0;
-        while k < ids.len() {
-            if let Some(found) = position.and_then(|p| self.walk(p, ids[k], view)) {
-                shortest_life = shortest_life.min(view.capacity - 1 - view.age_at(found));
-                position = Some(found);
-                k += 1;
-                continue;
-            }
-            if k == 0 {
-                // The first id alone, without batch arrays to set up: a lookup whose first id is
-                // absent reads one cache line and nothing speculative.
-                let id = ids[0];
-                let Some(word) = self.find(id, &self.home(id), view) else { break };
-                shortest_life = view.capacity - 1 - view.age(&self.codec, word);
-                position = Some(self.codec.position(word));
-                k = 1;
-                continue;
-            }
-            let batch = &ids[k..ids.len().min(k + BATCH)];
-            let (found, last) = self.index_batch(batch, view, &mut shortest_life);
-            k += found;
-            if found < batch.len() {
-                break;
-            }
-            position = last;
-        }
-        (k, shortest_life)
-    }
-
-    /// Looks a batch up through the index: its first buckets, then the ring entries (or second
-    /// buckets) they point to, are fetched for the whole batch before any is used. Returns how
-    /// many leading ids are present and the ring position of the last of them.
-    fn index_batch(
-        &self,
-        batch: &[u64],
-        view: &View,
-        shortest_life: &mut u32,
-    ) -> (usize, Option<usize>) {
-        let mut homes = [Home::NONE; BATCH];
-        let mut words = [0u32; BATCH];
-        let homes = &mut homes[..batch.len()];
-        for (home, &id) in homes.iter_mut().zip(batch) {
-            *home = self.home(id);
-            self.prefetch_bucket(home.first);
-        }
-        // First buckets: an id that is certainly absent ends the prefix; the others get their
-        // ring entry, or their second bucket, fetched.
-        let mut end = batch.len();
-        let mut second = 0u64;
-        for (k, home) in homes.iter().enumerate() {
-            let scan = self.scan(home.first, home);
-            words[k] = self.candidate(&scan, home, view).unwrap_or(0);
-            if words[k] != 0 {
-                prefetch(self.ring_entry(words[k]));
-            } else if scan.overflowed {
-                self.prefetch_bucket(home.second);
-                second |= 1 << k;
-            } else {
-                end = k;
-                break;
-            }
-        }
-        for k in SetBits(second) {
-            let scan = self.scan(homes[k].second, &homes[k]);
-            match self.candidate(&scan, &homes[k], view) {
-                Some(word) => {
-                    words[k] = word;
-                    prefetch(self.ring_entry(word));
-                }
-                None => {
-                    end = end.min(k);
-                    break;
-                }
-            }
-        }
-        // Confirm in order; a candidate whose ring entry holds another id (a tag collision)
-        // gets a full search.
-        let mut last = None;
-        for (k, (&id, home)) in batch.iter().zip(homes.iter()).enumerate().take(end) {
-            let word = match words[k] {
-                word if word != 0 && self.holds(word, id) => Some(word),
-                _ => self.find(id, home, view),
-            };
-            let Some(word) = word else {
-                return (k, last);
-            };
-            *shortest_life = (*shortest_life).min(view.capacity - 1 - view.age(&self.codec, word));
-            last = Some(self.codec.position(word));
-        }
-        (end, last)
     }
 
     /// The mixed `ids`, into `mixed`, their first buckets prefetched: all that an id's home
@@ -319,15 +363,5 @@ impl<S: Storage> Shared<S> {
             *h = self.mixer.mix(id);
             self.prefetch_bucket(self.codec.first(*h));
         }
-    }
-
-    /// Whether no entry with at least `life` insertions to go before its eviction under
-    /// `view` has been overwritten since, and the history was not cleared.
-    pub(crate) fn still_valid(&self, view: &View, life: u32) -> bool {
-        // Ordering: Acquire; the ring loads before it saw stores made after this count was
-        // published, so it is at least that recent.
-        let now = self.now.load(Ordering::Acquire);
-        let start = self.start.load(Ordering::Acquire);
-        now - view.now <= u64::from(life) && start <= view.now - u64::from(view.len)
     }
 }

@@ -97,7 +97,7 @@ fn byte_budget_is_the_largest_that_fits() {
 /// tests' seed.
 fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u64> {
     let h = history(capacity);
-    let s = &*h.shared;
+    let s = h.shared.tables();
     (0u64..)
         .filter(|&id| {
             let home = s.home(id);
@@ -108,7 +108,7 @@ fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u
 }
 
 fn overflow_count(h: &History, bucket: usize) -> u64 {
-    h.shared.overflow_count(bucket)
+    h.shared.tables().overflow_count(bucket)
 }
 
 #[test]
@@ -128,13 +128,13 @@ fn a_full_first_bucket_moves_a_resident_on_and_counts_it() {
             (0..capacity as u64).map(|i| (round << 32) | (i + 1_000_000)).collect();
         for chunk in filler.chunks(200) {
             h.insert_all(chunk);
-            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+            h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
         }
         for chunk in others.chunks(60) {
             h.insert_all(chunk);
-            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+            h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
         }
-        h.shared.check_overflow_counts(&h.view, &h.overflowed);
+        h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
     }
     assert!(!h.contains(ids[0]));
     assert_eq!(overflow_count(&h, 0), 0);
@@ -190,7 +190,7 @@ fn overflow_counts_stay_exact_under_random_churn() {
                 h.clear();
             }
             h.insert_all(&ids);
-            h.shared.check_overflow_counts(&h.view, &h.overflowed);
+            h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
             for id in h.oldest_first().collect::<Vec<_>>() {
                 assert!(h.contains(id), "case {case}: {id} lost");
             }
@@ -206,7 +206,7 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
     let h = history(capacity);
     let crowd: Vec<u64> = (0u64..)
         .filter(|&id| {
-            let home = h.shared.home(id);
+            let home = h.shared.tables().home(id);
             home.first < 2 && home.second < 4
         })
         .take(400)
@@ -220,7 +220,7 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
         let n = 1 + (rng >> 20) as usize % 20;
         let ids: Vec<u64> = crowd.iter().cycle().skip(start).take(n).copied().collect();
         h.insert_all(&ids);
-        h.shared.check_overflow_counts(&h.view, &h.overflowed);
+        h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
     }
     assert!(h.forced_evictions() > 0);
 }

@@ -3,7 +3,7 @@
 //! [`History::insert_all`](super::History::insert_all) walks its ids in batches: the first
 //! buckets of a batch load while the previous batch is worked through, and an id found right
 //! after the previous one in the ring is a duplicate without a look at the index. A new id is
-//! written at the ring's tail, then placed in the index ([`Shared::place`]): its first
+//! written at the ring's tail, then placed in the index ([`Tables::place`]): its first
 //! bucket's next slot (the round-robin fast path), else its second bucket's, else any free
 //! slot, else a slot freed by moving a resident from its first bucket to its second (cuckoo
 //! style, two levels deep), and only if no move exists the oldest resident of the two buckets
@@ -17,11 +17,11 @@ use super::bucket::{FIRST_SLOT, Header, SLOTS};
 #[cfg(test)]
 use super::layout::CLASSES;
 use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
-use super::table::{BATCH, Shared};
+use super::table::{BATCH, Tables};
 use super::{History, HistoryError, Inserted, Storage};
 use crate::bits::SetBits;
 use crate::prefetch::prefetch;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 
 /// How often (in fills of a bucket) the writer rebuilds the bucket's summary: every seven
 /// fills, twice per round of its fourteen slots. Rebuilding more often admits fewer absent ids
@@ -106,9 +106,14 @@ impl<S: Storage> History<S> {
     /// inlines `push` and the placement fast path into one loop.
     pub(super) fn insert(&mut self, ids: &[u64]) -> Inserted {
         let mut out = Inserted::default();
-        // The shared part is borrowed alongside the writer's own fields, which `push` changes.
-        let s = &*self.shared;
+        // The shared part is borrowed alongside the writer's own fields, which `push` changes;
+        // its tables are taken once for the whole call (see `Tables`).
+        let shared = &*self.shared;
+        let s = shared.tables();
         let homes = &mut self.homes;
+        // The writer's view, in a local for the call (written back at the end), like the
+        // tables: kept in registers rather than read through `self` after every store.
+        let mut view = self.view;
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
@@ -122,8 +127,7 @@ impl<S: Storage> History<S> {
         s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
         if let Some(&id) = ids.first() {
             let home = s.codec.home(mixed[0]);
-            if let Some(word) =
-                s.summary_admits(&home).then(|| s.find(id, &home, &self.view)).flatten()
+            if let Some(word) = s.summary_admits(&home).then(|| s.find(id, &home, &view)).flatten()
             {
                 position = Some(s.codec.position(word));
                 k = 1;
@@ -131,8 +135,8 @@ impl<S: Storage> History<S> {
         }
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
-            // without the index (see `Shared::walk`).
-            if let Some(found) = position.and_then(|p| s.walk(p, ids[k], &self.view)) {
+            // without the index (see `Tables::walk`).
+            if let Some(found) = position.and_then(|p| s.walk(p, ids[k], &view)) {
                 position = Some(found);
                 k += 1;
                 continue;
@@ -150,23 +154,23 @@ impl<S: Storage> History<S> {
             s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             let batch = &ids[k..end];
             let batch_homes = &homes[..];
-            s.prefetch_for_insert(batch_homes, &self.view);
-            if self.view.is_full() {
+            s.prefetch_for_insert(batch_homes, &view);
+            if view.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
-                let ring = s.storage.ring();
-                let (oldest, len) = (self.view.oldest(), self.view.ring as usize);
+                let ring = s.ring;
+                let (oldest, len) = (view.oldest(), view.ring as usize);
                 self.overflowed.for_each_set(oldest, batch.len(), len, |position| {
                     // Ordering: Relaxed; the writer reads its own stores.
                     s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
                 });
             }
             for (&id, home) in batch.iter().zip(batch_homes) {
-                let walked = position.and_then(|p| s.walk(p, id, &self.view));
+                let walked = position.and_then(|p| s.walk(p, id, &view));
                 // Most new ids are ruled out by their first bucket's summary alone.
                 let found = || {
                     s.summary_admits(home)
-                        .then(|| s.find(id, home, &self.view))
+                        .then(|| s.find(id, home, &view))
                         .flatten()
                         .map(|word| s.codec.position(word))
                 };
@@ -174,21 +178,32 @@ impl<S: Storage> History<S> {
                     position = Some(found);
                     continue;
                 }
-                out.evicted += usize::from(self.view.is_full());
                 out.new += 1;
                 // The ring entry after a new id is the tail, never live: no walk from here.
                 position = None;
-                Self::push(s, &mut self.view, &mut self.overflowed, &mut self.forced, id, home);
+                Self::push(
+                    &s,
+                    &shared.now,
+                    &mut view,
+                    &mut self.overflowed,
+                    &mut self.forced,
+                    id,
+                    home,
+                );
             }
             k += batch.len();
         }
+        // Each new id evicted one exactly when the ring was full: those beyond the room left.
+        out.evicted = (self.view.len as usize + out.new).saturating_sub(view.capacity as usize);
+        self.view = view;
         out
     }
 
     /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
     /// insertion, which makes the id live and, when full, evicts the oldest.
     fn push(
-        s: &Shared<S>,
+        s: &Tables<'_>,
+        now: &AtomicU64,
         view: &mut View,
         flags: &mut OverflowFlags,
         forced: &mut u64,
@@ -201,7 +216,7 @@ impl<S: Storage> History<S> {
         // ago, or an older one. Ordering: Release; a reader whose view is older than that
         // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
         // count (or start) published before this store, and `still_valid` rejects its view.
-        s.storage.ring()[position].store(id, Ordering::Release);
+        s.ring[position].store(id, Ordering::Release);
         // Indexed under the current view, in which the id this insertion evicts is still
         // live, so that its slot is not reused while readers may still look it up.
         let placed = s.place(home, word, view, flags);
@@ -219,19 +234,19 @@ impl<S: Storage> History<S> {
         // and slot word written above: a reader whose view includes this insertion (its
         // Acquire load read this count or a later one) finds the new id, and no longer
         // counts the evicted one live.
-        s.now.store(view.now, Ordering::Release);
+        now.store(view.now, Ordering::Release);
         if let Some(evicted) = evicted
             && flags.take(evicted)
         {
             // The evicted id sat in its second bucket; its first bucket's count goes down
             // only now that no new view counts it. Ordering: Relaxed; the writer reads its
             // own store.
-            s.forget_overflow(s.storage.ring()[evicted].load(Ordering::Relaxed));
+            s.forget_overflow(s.ring[evicted].load(Ordering::Relaxed));
         }
     }
 }
 
-impl<S: Storage> Shared<S> {
+impl Tables<'_> {
     /// Word `i` of `bucket`, for the writer.
     #[inline(always)]
     pub(super) fn word(&self, bucket: usize, i: usize) -> u32 {
@@ -518,7 +533,7 @@ impl<S: Storage> Shared<S> {
     /// leaves the pages it never touched untouched (not resident), and a clear costs readers
     /// (and the loom models) only the words that held something.
     pub(crate) fn clear(&self) {
-        for word in self.storage.index() {
+        for word in self.buckets.iter().flatten() {
             // Ordering: Relaxed load; the writer reads its own stores. Relaxed store; the
             // Release fence before it in `History::clear` makes a reader that reads this zero
             // (Acquire) see the new start.
@@ -530,7 +545,7 @@ impl<S: Storage> Shared<S> {
 }
 
 #[cfg(test)]
-impl<S: Storage> Shared<S> {
+impl Tables<'_> {
     /// The total overflow count of a bucket, over its classes.
     pub(crate) fn overflow_count(&self, bucket: usize) -> u64 {
         let header = self.header(bucket);
@@ -541,13 +556,13 @@ impl<S: Storage> Shared<S> {
     /// first bucket it is, class by class, and that every live id's summary bit is set in its
     /// first bucket (and, when it sits there, in its second); panics otherwise.
     pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
-        let buckets = self.layout.buckets();
+        let buckets = self.buckets.len();
         let mut expected = alloc::vec![[0u64; CLASSES as usize]; buckets];
         let ring = view.ring as usize;
         for age in 0..view.len as usize {
             let position = (view.tail + ring - 1 - age) % ring;
             // Ordering: Relaxed; a check run by the writer, which reads its own stores.
-            let id = self.storage.ring()[position].load(Ordering::Relaxed);
+            let id = self.ring[position].load(Ordering::Relaxed);
             let home = self.home(id);
             assert!(self.header(home.first).admits(home.bits), "summary bits of {id}");
             if flags.get(position) {
