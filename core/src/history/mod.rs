@@ -235,7 +235,7 @@ impl<S: Storage> History<S> {
 
     /// The number of leading `ids` that are all present (stops at the first miss).
     pub fn seen_prefix_len(&self, ids: &[u64]) -> usize {
-        self.shared.prefix(ids, &self.view).0
+        self.shared.prefix(ids, &self.view, None).0
     }
 
     /// Forgets every id. Keeps the capacity and the memory.
@@ -330,9 +330,18 @@ impl<S: Storage> HistoryReader<S> {
 
     #[inline(never)]
     fn seen_prefix_len_slow(&self, ids: &[u64]) -> usize {
+        // Most first ids that pass the summary are absent all the same (its bits were set by
+        // other ids): one pass over the bucket tells, before the ring's state is read. Such a
+        // miss needs no re-check, like any lookup that finds nothing.
+        let first = self.shared.first_scan(ids[0]);
+        if first.1.rules_out() {
+            return 0;
+        }
+        // The scan serves the first attempt only; a retry scans afresh.
+        let mut first = Some(first);
         loop {
             let view = self.view();
-            let (seen, shortest_life) = self.shared.prefix(ids, &view);
+            let (seen, shortest_life) = self.shared.prefix(ids, &view, first.take().as_ref());
             if seen == 0 || self.shared.still_valid(&view, shortest_life) {
                 return seen;
             }

@@ -77,7 +77,18 @@ impl<S: Storage> Shared<S> {
     /// On `Shared`, not on the [`Tables`]: each step takes the tables afresh, which keeps
     /// the compiler from copying all of them to the stack up front (a lookup usually needs
     /// only a few of their fields, once).
-    pub(crate) fn prefix(&self, ids: &[u64], view: &View) -> (usize, u32) {
+    ///
+    /// `first`, when given, is the first id's home and a scan of its first bucket made before
+    /// `view` was read ([`first_scan`](Self::first_scan)). That serves: a slot word found
+    /// there only points at a ring entry, which is read after `view`, must hold the id, and
+    /// must be live under `view`, exactly as for a scan made after it; and a miss is the
+    /// answer at the moment of the scan.
+    pub(crate) fn prefix(
+        &self,
+        ids: &[u64],
+        view: &View,
+        first: Option<&(Home, Scan)>,
+    ) -> (usize, u32) {
         let mut shortest_life = u32::MAX;
         let mut position = None;
         let mut k = 0;
@@ -92,9 +103,11 @@ impl<S: Storage> Shared<S> {
                 // The first id alone, without batch arrays to set up: a lookup whose first id is
                 // absent reads one cache line and nothing speculative.
                 let id = ids[0];
-                let Some(word) = self.tables().find(id, &self.tables().home(id), view) else {
-                    break;
+                let word = match first {
+                    Some((home, scan)) => self.tables().find_from(scan, id, home, view),
+                    None => self.tables().find(id, &self.tables().home(id), view),
                 };
+                let Some(word) = word else { break };
                 shortest_life = view.capacity - 1 - view.age(&self.codec, word);
                 position = Some(self.codec.position(word));
                 k = 1;
@@ -174,6 +187,17 @@ impl<S: Storage> Shared<S> {
         (end, last)
     }
 
+    /// A reader's first look at `id`: its home and its first bucket's scan, made before the
+    /// reader reads the ring's state. When the scan [rules `id` out](Scan::rules_out), the
+    /// lookup ends there; otherwise the scan serves its first id in [`prefix`](Self::prefix).
+    #[inline(always)]
+    pub(crate) fn first_scan(&self, id: u64) -> (Home, Scan) {
+        let t = self.tables();
+        let home = t.home(id);
+        let scan = t.scan(home.first, &home);
+        (home, scan)
+    }
+
     /// Whether no entry with at least `life` insertions to go before its eviction under
     /// `view` has been overwritten since, and the history was not cleared.
     pub(crate) fn still_valid(&self, view: &View, life: u32) -> bool {
@@ -198,6 +222,16 @@ pub(crate) struct Scan {
 }
 
 impl Scan {
+    /// Whether this scan of an id's first bucket proves the id absent: no slot carries its
+    /// tag, and no id of its class overflowed from the bucket. Liveness only matters for a
+    /// slot with the tag, so this holds under any view of the ring: a lookup whose first id
+    /// passes the summary only by chance (its bits set by other ids) ends here, before it
+    /// reads the ring's state.
+    #[inline(always)]
+    pub(crate) fn rules_out(&self) -> bool {
+        self.tagged == 0 && !self.overflowed
+    }
+
     /// Slot word `i` as the scan read it.
     #[inline(always)]
     fn word(&self, i: usize) -> u32 {
