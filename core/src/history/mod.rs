@@ -333,12 +333,12 @@ impl<S: Storage> HistoryReader<S> {
         // Most first ids that pass the summary are absent all the same (its bits were set by
         // other ids): one pass over the bucket tells, before the ring's state is read. Such a
         // miss needs no re-check, like any lookup that finds nothing.
-        let first = self.shared.first_scan(ids[0]);
-        if first.1.rules_out() {
+        let (home, scan) = self.shared.first_scan(ids[0]);
+        if scan.rules_out() {
             return 0;
         }
         // The scan serves the first attempt only; a retry scans afresh.
-        let mut first = Some(first);
+        let mut first = Some((home, scan));
         loop {
             let view = self.view();
             let (seen, shortest_life) = self.shared.prefix(ids, &view, first.take().as_ref());
