@@ -6,10 +6,9 @@
 // seed; blockSize, warmup, skipInvalid), so a configuration can be bookmarked or shared; `?run`
 // starts the sample at once.
 
-import { cell, drawCapacityChart, drawTimeChart, duration, fixed, fmt, legend } from "./charts.js";
+import { $, cell, drawCapacityChart, drawTimeChart, duration, fmt, legend, share } from "./charts.js";
 import { fleetReport, redrawFleetChart, renderFleet } from "./fleet.js";
 
-const $ = (selector) => document.querySelector(selector);
 const SAMPLE_URL = "traces/mooncake_synthetic_trace.jsonl";
 
 const form = $("#controls");
@@ -321,7 +320,7 @@ function renderSummary(report, elapsedMs, bytes) {
   $("#f0-total").textContent = fmt(f0);
   const inf = report.rows.find((r) => r.capacity === "inf");
   const best = inf ?? report.rows.reduce((a, r) => (r.f1_tokens > (a?.f1_tokens ?? -1) ? r : a), null);
-  $("#ceiling").textContent = best && best.f0_tokens ? `${fixed(100 * best.f1_tokens / best.f0_tokens, 2)}%` : "–";
+  $("#ceiling").textContent = best ? share(best.f1_tokens, best.f0_tokens, 2) : "–";
   $("#ceiling").previousElementSibling.textContent = inf ? "reuse ceiling (inf F1/F0)" : "best F1/F0";
   $("#elapsed").textContent = duration(elapsedMs);
   $("#throughput").textContent = elapsedMs > 0
@@ -352,23 +351,21 @@ function renderTable(report) {
   const body = $("#results tbody");
   body.replaceChildren();
   const ratio = (part, whole) => (whole ? part / whole : null);
-  const percent = (x) => (x === null ? "–" : `${fixed(100 * x, 2)}%`);
   for (const row of report.rows) {
     const tr = document.createElement("tr");
     tr.className = `policy-${row.policy}`;
     const policy = cell("policy", row.policy, null, null, false);
     policy.insertAdjacentHTML("afterbegin", `<span class="swatch ${row.policy}"></span>`);
     const f1 = ratio(row.f1_tokens, row.f0_tokens);
-    const any = ratio(row.any_tokens, row.f0_tokens);
     tr.append(
       policy,
       cell("capacity", row.capacity === "inf" ? "inf" : fmt(row.capacity)),
       cell("heap_bytes", row.heap_bytes === null ? "–" : fmt(row.heap_bytes), row.heap_bytes === null ? null : humanBytes(row.heap_bytes)),
       cell("f0_tokens", fmt(row.f0_tokens)),
       cell("f1_tokens", fmt(row.f1_tokens)),
-      cell("f1_ratio", percent(f1), null, f1),
+      cell("f1_ratio", share(row.f1_tokens, row.f0_tokens, 2), null, f1),
       cell("any_tokens", fmt(row.any_tokens)),
-      cell("any_ratio", percent(any)),
+      cell("any_ratio", share(row.any_tokens, row.f0_tokens, 2)),
       cell("f1_blocks", fmt(row.f1_blocks)),
       cell("evictions", fmt(row.evictions)),
       cell("reach_ms", row.reach_ms === null ? "–" : fmt(row.reach_ms), row.reach_ms === null ? null : duration(row.reach_ms)),

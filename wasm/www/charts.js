@@ -1,7 +1,7 @@
 // The replay's two charts, drawn as SVG: F1/F0 against capacity (one line per policy) and
 // F1/F0 over trace time (one line per history). No library: scales, ticks and a hover readout
-// are below. The SVG helpers, number formats and table cells are shared with the Fleet view
-// (fleet.js).
+// are below. The SVG helpers, number formats, table cells and the DOM lookup `$` are shared
+// with the Fleet view (fleet.js).
 
 const SVG = "http://www.w3.org/2000/svg";
 const POLICY_ORDER = ["fifo", "lru", "inf"];
@@ -18,6 +18,8 @@ export function text(parent, x, y, content, attrs = {}) {
   node.textContent = content;
   return node;
 }
+
+export const $ = (selector) => document.querySelector(selector);
 
 export const fmt = (n) => n.toLocaleString("en-US");
 
@@ -41,6 +43,10 @@ export function fixed(x, digits) {
   if (!/^50*$/.test(exact.slice(point + 1 + digits))) return up;
   return Number(kept.at(-1)) % 2 ? up : `${x < 0 ? "-" : ""}${kept}`;
 }
+
+// `part` as a percentage of `whole` with `digits` decimals, as the command line prints shares;
+// "–" without a whole.
+export const share = (part, whole, digits) => (whole ? `${fixed((100 * part) / whole, digits)}%` : "–");
 
 export function duration(ms) {
   if (ms < 1000) return `${Math.round(ms)} ms`;

@@ -13,9 +13,7 @@
 // Every rendered number is formatted here from the report alone and carries `data-key` (and
 // `data-row`, `data-worker`), so the e2e test recomputes each one from `kvreuse fleet --json`.
 
-import { cell, duration, el, fixed, fmt, frame, text, tooltip } from "./charts.js";
-
-const $ = (selector) => document.querySelector(selector);
+import { $, cell, duration, el, fixed, fmt, frame, share, text, tooltip } from "./charts.js";
 
 // The funnel's segments, in the order of the bars; the names are the glossary's.
 const SEGMENTS = [
@@ -29,8 +27,8 @@ const SEGMENTS = [
 
 // Shares of a whole, as the command line's table prints them (one decimal) and as the replay's
 // table does (two).
-const share1 = (part, whole) => (whole ? `${fixed((100 * part) / whole, 1)}%` : "–");
-const share2 = (part, whole) => (whole ? `${fixed((100 * part) / whole, 2)}%` : "–");
+const share1 = (part, whole) => share(part, whole, 1);
+const share2 = (part, whole) => share(part, whole, 2);
 
 // Milliseconds: exact to the microsecond in the table; as the command line prints them beside
 // the bars.
