@@ -35,9 +35,9 @@
 //! entry, which confirms the id. After one id is found, the next is first looked for in the
 //! next ring position, where a completion that inserted both put it: the blocks of a shared
 //! prefix are then confirmed by sequential reads of the ring, without the index. Where the
-//! index is needed, lookups and inserts work through their ids in batches, prefetching the
-//! buckets and ring entries of a whole batch before using them, so that their cache misses
-//! overlap.
+//! index is needed, lookups work through their ids in batches, prefetching the buckets and
+//! ring entries of a whole batch before using them, so that their cache misses overlap; inserts
+//! prefetch the first buckets of the next batch while they work through one.
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
@@ -63,7 +63,6 @@ mod storage;
 mod table;
 mod writer;
 
-use alloc::vec::Vec;
 use core::fmt;
 
 pub use layout::{BUCKET_SLOTS, BUCKET_WORDS, Layout, MAX_CAPACITY};
@@ -72,8 +71,8 @@ pub use storage::{BoxStorage, Storage};
 pub use crate::sync::AtomicU64;
 
 use crate::sync::{Arc, Ordering, fence};
-use layout::{Home, Mixer, View};
-use table::{BATCH, Shared};
+use layout::{Mixer, View};
+use table::Shared;
 use writer::OverflowFlags;
 
 /// Why a history could not be built.
@@ -138,8 +137,6 @@ pub struct History<S: Storage = BoxStorage> {
     start: u64,
     overflowed: OverflowFlags,
     forced: u64,
-    /// Scratch space for a batch's homes, kept between calls.
-    homes: Vec<Home>,
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -182,13 +179,12 @@ impl<S: Storage> History<S> {
         Self::with_storage(layout, seed, S::allocate(&layout)?)
     }
 
-    /// The heap bytes a history of `layout` takes: its storage, its overflow flags, a batch's
-    /// scratch space and its shared header.
+    /// The heap bytes a history of `layout` takes: its storage, its overflow flags and its
+    /// shared header.
     pub fn bytes_for(layout: &Layout) -> usize {
         // The shared header lives in an `Arc` allocation (two counters plus the header).
         S::bytes_for(layout)
             + OverflowFlags::bytes_for(layout.ring_len())
-            + BATCH * core::mem::size_of::<Home>()
             + core::mem::size_of::<Shared<S>>()
             + 2 * core::mem::size_of::<usize>()
     }
@@ -212,7 +208,6 @@ impl<S: Storage> History<S> {
             start: 0,
             overflowed: OverflowFlags::new(layout.ring_len())?,
             forced: 0,
-            homes: Vec::with_capacity(BATCH),
         })
     }
 

@@ -2,7 +2,10 @@
 //!
 //! [`History::insert_all`](super::History::insert_all) walks its ids in batches: the first
 //! buckets of a batch load while the previous batch is worked through, and an id found right
-//! after the previous one in the ring is a duplicate without a look at the index. A new id is
+//! after the previous one in the ring is a duplicate without a look at the index. Nothing else
+//! is fetched ahead: second buckets and duplicates' ring entries are needed by a few percent of
+//! new ids, and finding which (a pass over the batch's first buckets) cost more than the misses
+//! it overlapped, even in a history far larger than the caches. A new id is
 //! written at the ring's tail, then placed in the index ([`Tables::place`]): its first
 //! bucket's next slot (the round-robin fast path), else its second bucket's, else any free
 //! slot, else a slot freed by moving a resident from its first bucket to its second (cuckoo
@@ -20,7 +23,6 @@ use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
 use super::table::{BATCH, Tables};
 use super::{History, HistoryError, Inserted, Storage};
 use crate::bits::SetBits;
-use crate::prefetch::prefetch;
 use crate::sync::{AtomicU64, Ordering};
 
 /// How often (in fills of a bucket) the writer rebuilds the bucket's summary: every seven
@@ -110,7 +112,6 @@ impl<S: Storage> History<S> {
         // its tables are taken once for the whole call (see `Tables`).
         let shared = &*self.shared;
         let s = shared.tables();
-        let homes = &mut self.homes;
         // The writer's view, in a local for the call (written back at the end), like the
         // tables: kept in registers rather than read through `self` after every store.
         let mut view = self.view;
@@ -147,14 +148,12 @@ impl<S: Storage> History<S> {
                 s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             }
             let end = ahead.end;
-            homes.clear();
-            homes.extend(mixed[k - ahead.start..ahead.len()].iter().map(|&h| s.codec.home(h)));
+            // This batch's mixes, before the next batch's take their place.
+            let (current, offset) = (mixed, k - ahead.start);
             // The next batch's first buckets start loading while this one is worked through.
             ahead = end..ids.len().min(end + BATCH);
             s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             let batch = &ids[k..end];
-            let batch_homes = &homes[..];
-            s.prefetch_for_insert(batch_homes, &view);
             if view.is_full() {
                 // The next evictions, in ring order: those that had overflowed will update
                 // their first bucket's count.
@@ -165,7 +164,8 @@ impl<S: Storage> History<S> {
                     s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
                 });
             }
-            for (&id, home) in batch.iter().zip(batch_homes) {
+            for (&id, &h) in batch.iter().zip(&current[offset..]) {
+                let home = &s.codec.home(h);
                 let walked = position.and_then(|p| s.walk(p, id, &view));
                 // Most new ids are ruled out by their first bucket's summary alone.
                 let found = || {
@@ -496,29 +496,6 @@ impl Tables<'_> {
         self.fill_at(best.0, best.1, word, home);
         let due = view.is_full() && best.2 == view.len - 1;
         (overflowed, !due)
-    }
-
-    /// Prefetches, for a batch about to be inserted whose first buckets are loading (see
-    /// [`mix_and_prefetch`](Self::mix_and_prefetch)), what its ids will read next: the
-    /// ring entries of likely duplicates and the second buckets of ids that will look or go
-    /// there.
-    pub(crate) fn prefetch_for_insert(&self, homes: &[Home], view: &View) {
-        for home in homes {
-            if self.summary_admits(home) {
-                let scan = self.scan(home.first, home);
-                if let Some(word) = self.candidate(&scan, home, view) {
-                    prefetch(self.ring_entry(word));
-                    continue;
-                }
-                if scan.overflowed {
-                    self.prefetch_bucket(home.second);
-                    continue;
-                }
-            }
-            if self.next_free(home.first, view).is_none() {
-                self.prefetch_bucket(home.second);
-            }
-        }
     }
 
     /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
