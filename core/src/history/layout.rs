@@ -180,8 +180,9 @@ const fn summary_masks() -> [u64; 128] {
 pub(crate) struct Home {
     /// The bucket it goes to when that has room.
     pub(crate) first: usize,
-    /// Where it overflows to otherwise; never `first` when there are two buckets or more.
-    pub(crate) second: usize,
+    /// The mixed id, from which [`Codec::second`] works out where it overflows to: only the
+    /// paths that need the second bucket (a few percent of ids) pay for it.
+    mixed: u64,
     /// The tag bits its slot word carries: non-zero, already shifted into place.
     pub(crate) tag: u32,
     /// Its two bits in a bucket's tag summary (a function of the tag).
@@ -192,7 +193,7 @@ pub(crate) struct Home {
 
 impl Home {
     /// A placeholder for fixed-size arrays of homes.
-    pub(crate) const NONE: Home = Home { first: 0, second: 0, tag: 0, bits: 0, class: 0 };
+    pub(crate) const NONE: Home = Home { first: 0, mixed: 0, tag: 0, bits: 0, class: 0 };
 }
 
 /// How many consecutive epochs (runs of `ring_len` insertions) a slot word tells apart.
@@ -234,13 +235,28 @@ impl Codec {
     pub(crate) fn home(&self, h: u64) -> Home {
         // Multiply-shift range reduction of each 32-bit half picks the two buckets; the tag
         // comes from the top bits of a third product.
-        let first = self.first(h);
-        let mut second = (((h >> 32) * self.buckets) >> 32) as usize;
-        if second == first && self.buckets > 1 {
-            second = if first + 1 == self.buckets as usize { 0 } else { first + 1 };
-        }
         let tag = self.tag_of(h);
-        Home { first, second, tag, bits: self.summary_bits(tag), class: self.class(tag) }
+        Home {
+            first: self.first(h),
+            mixed: h,
+            tag,
+            bits: self.summary_bits(tag),
+            class: self.class(tag),
+        }
+    }
+
+    /// The bucket an id with `home` overflows to; never its first when there are two buckets
+    /// or more.
+    #[inline(always)]
+    pub(crate) fn second(&self, home: &Home) -> usize {
+        let second = (((home.mixed >> 32) * self.buckets) >> 32) as usize;
+        if second != home.first || self.buckets == 1 {
+            second
+        } else if home.first + 1 == self.buckets as usize {
+            0
+        } else {
+            home.first + 1
+        }
     }
 
     /// The tag of a mixed id: the top bits of a product, which depend on all of `h`, kept in
@@ -501,8 +517,9 @@ mod tests {
             let mixer = Mixer::new(capacity as u64);
             for id in 0..200u64 {
                 let home = codec.home(mixer.mix(id));
-                assert!(home.first < layout.buckets() && home.second < layout.buckets());
-                assert!(home.first != home.second || layout.buckets() == 1);
+                let second = codec.second(&home);
+                assert!(home.first < layout.buckets() && second < layout.buckets());
+                assert!(home.first != second || layout.buckets() == 1);
                 assert_ne!(home.tag, 0);
                 assert_eq!(home.bits.count_ones(), 2);
                 assert!(home.bits < 1 << SUMMARY_BITS && home.class < CLASSES);

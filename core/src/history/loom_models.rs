@@ -59,12 +59,20 @@ fn check(model: impl Fn() + Sync + Send + 'static) {
 }
 
 /// `n` distinct ids (never [`NEVER`]) whose home in a history of `capacity` keyed by [`SEED`]
-/// satisfies `wanted`, none of them in `taken`.
-fn ids_where(capacity: usize, n: usize, taken: &[u64], wanted: impl Fn(&Home) -> bool) -> Vec<u64> {
+/// and second bucket satisfy `wanted`, none of them in `taken`.
+fn ids_where(
+    capacity: usize,
+    n: usize,
+    taken: &[u64],
+    wanted: impl Fn(&Home, usize) -> bool,
+) -> Vec<u64> {
     let codec = Codec::new(&Layout::for_capacity(capacity).unwrap());
     let mixer = Mixer::new(SEED);
     (1u64..)
-        .filter(|id| !taken.contains(id) && wanted(&codec.home(mixer.mix(*id))))
+        .filter(|id| {
+            let home = codec.home(mixer.mix(*id));
+            !taken.contains(id) && wanted(&home, codec.second(&home))
+        })
         .take(n)
         .collect()
 }
@@ -347,11 +355,11 @@ fn a_moving_resident_is_never_missed() {
         const CAP: usize = 2 * BUCKET_SLOTS + 1;
         // Bucket 1 full, so the new id cannot overflow into it; bucket 0 full of ids whose
         // second bucket, 2, is empty, so the writer moves bucket 0's oldest resident there.
-        let second_full = ids_where(CAP, BUCKET_SLOTS, &[], |h| h.first == 1);
+        let second_full = ids_where(CAP, BUCKET_SLOTS, &[], |h, _| h.first == 1);
         let first_full =
-            ids_where(CAP, BUCKET_SLOTS, &second_full, |h| h.first == 0 && h.second == 2);
+            ids_where(CAP, BUCKET_SLOTS, &second_full, |h, second| h.first == 0 && second == 2);
         let taken: Vec<u64> = second_full.iter().chain(&first_full).copied().collect();
-        let new = ids_where(CAP, 1, &taken, |h| h.first == 0 && h.second == 1)[0];
+        let new = ids_where(CAP, 1, &taken, |h, second| h.first == 0 && second == 1)[0];
         let moving = first_full[0];
         let writer = history(CAP, &taken);
         let timeline = Timeline::new(CAP, &taken);
@@ -371,13 +379,14 @@ fn an_overflowed_eviction_keeps_its_class_found() {
         // Fourteen ids fill bucket 0; two more of one overflow class overflow from it to
         // bucket 1; fourteen homed in bucket 2 then evict the first fourteen, which leaves
         // the first overflowed id the oldest, evicted by the racing insert.
-        let fill = ids_where(CAP, BUCKET_SLOTS, &[], |h| h.first == 0 && h.second == 1);
+        let fill = ids_where(CAP, BUCKET_SLOTS, &[], |h, second| h.first == 0 && second == 1);
         let class = home_of(CAP, fill[0]).class;
-        let over = ids_where(CAP, 2, &fill, |h| h.first == 0 && h.second == 1 && h.class == class);
+        let over =
+            ids_where(CAP, 2, &fill, |h, second| h.first == 0 && second == 1 && h.class == class);
         let taken: Vec<u64> = fill.iter().chain(&over).copied().collect();
-        let later = ids_where(CAP, BUCKET_SLOTS, &taken, |h| h.first == 2 && h.second != 0);
+        let later = ids_where(CAP, BUCKET_SLOTS, &taken, |h, second| h.first == 2 && second != 0);
         let taken: Vec<u64> = taken.iter().chain(&later).copied().collect();
-        let new = ids_where(CAP, 1, &taken, |h| h.first == 0 && h.second == 2)[0];
+        let new = ids_where(CAP, 1, &taken, |h, second| h.first == 0 && second == 2)[0];
         let mut writer = history(CAP, &fill);
         writer.insert_all(&over);
         writer.insert_all(&later);

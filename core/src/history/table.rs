@@ -150,7 +150,7 @@ impl<S: Storage> Shared<S> {
             if words[k] != 0 {
                 prefetch(self.tables().ring_entry(words[k]));
             } else if scan.overflowed {
-                self.tables().prefetch_bucket(home.second);
+                self.tables().prefetch_bucket(self.codec.second(home));
                 second |= 1 << k;
             } else {
                 end = k;
@@ -158,7 +158,7 @@ impl<S: Storage> Shared<S> {
             }
         }
         for k in SetBits(second) {
-            let scan = self.tables().scan(homes[k].second, &homes[k]);
+            let scan = self.tables().scan(self.codec.second(&homes[k]), &homes[k]);
             match self.tables().candidate(&scan, &homes[k], view) {
                 Some(word) => {
                     words[k] = word;
@@ -360,7 +360,7 @@ impl Tables<'_> {
             return Some(word);
         }
         if first.overflowed {
-            return self.search(&self.scan(home.second, home), id, home, view);
+            return self.search(&self.scan(self.codec.second(home), home), id, home, view);
         }
         None
     }

@@ -101,7 +101,7 @@ fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u
     (0u64..)
         .filter(|&id| {
             let home = s.home(id);
-            home.first == first && home.second == second
+            home.first == first && s.codec.second(&home) == second
         })
         .take(n)
         .collect()
@@ -206,8 +206,9 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
     let h = history(capacity);
     let crowd: Vec<u64> = (0u64..)
         .filter(|&id| {
-            let home = h.shared.tables().home(id);
-            home.first < 2 && home.second < 4
+            let t = h.shared.tables();
+            let home = t.home(id);
+            home.first < 2 && t.codec.second(&home) < 4
         })
         .take(400)
         .collect();

@@ -165,6 +165,8 @@ impl<S: Storage> History<S> {
                 });
             }
             for (&id, &h) in batch.iter().zip(&current[offset..]) {
+                // Its home, from its mix: the second bucket, which a few percent of new ids
+                // need, is worked out only where they need it (`Codec::second`).
                 let home = &s.codec.home(h);
                 let walked = position.and_then(|p| s.walk(p, id, &view));
                 // Most new ids are ruled out by their first bucket's summary alone.
@@ -276,7 +278,7 @@ impl Tables<'_> {
     /// Whether one more id of `home`'s class may be counted as overflowed from its first
     /// bucket.
     fn may_overflow(&self, home: &Home) -> bool {
-        home.second != home.first && self.header(home.first).can_count(home.class)
+        self.codec.second(home) != home.first && self.header(home.first).can_count(home.class)
     }
 
     /// Counts `home`'s id as overflowed from its first bucket (and sets its summary bits
@@ -396,15 +398,16 @@ impl Tables<'_> {
         view: &View,
         flags: &mut OverflowFlags,
     ) -> Option<bool> {
+        let second = self.codec.second(home);
         let may_overflow = self.may_overflow(home);
-        if let Some(slot) = self.next_free(home.second, view).filter(|_| may_overflow) {
+        if let Some(slot) = self.next_free(second, view).filter(|_| may_overflow) {
             // Counted (and the summary bit set) in the first bucket before the word appears in
             // the second, so a reader that finds the id also knows to look there.
             self.count_overflow(home);
-            self.fill_next(home.second, slot, word, home, view);
+            self.fill_next(second, slot, word, home, view);
             return Some(true);
         }
-        for (bucket, overflows) in [(home.first, false), (home.second, true)] {
+        for (bucket, overflows) in [(home.first, false), (second, true)] {
             if overflows && !may_overflow {
                 break;
             }
@@ -438,7 +441,9 @@ impl Tables<'_> {
             // Ordering: Relaxed; the writer reads its own stores.
             let id = self.ring_entry(word).load(Ordering::Relaxed);
             let home = self.home(id);
-            if self.codec.tag(word) != home.tag || (home.first != bucket && home.second != bucket) {
+            if self.codec.tag(word) != home.tag
+                || (home.first != bucket && self.codec.second(&home) != bucket)
+            {
                 // A dead word aliasing a live ring position: it names no resident.
                 self.store(bucket, slot, 0);
                 return true;
@@ -457,14 +462,15 @@ impl Tables<'_> {
                     }
                     continue;
                 }
+                let second = self.codec.second(&home);
                 let room =
-                    pass == 0 || (depth > 1 && self.make_room(home.second, depth - 1, view, flags));
-                let Some(target) = room.then(|| self.any_free(home.second, view)).flatten() else {
+                    pass == 0 || (depth > 1 && self.make_room(second, depth - 1, view, flags));
+                let Some(target) = room.then(|| self.any_free(second, view)).flatten() else {
                     continue;
                 };
                 // Into the second bucket, counted, and only then out of the first: a reader
                 // that misses it in the first bucket's slots sees the count.
-                self.fill_at(home.second, target, words[slot], &home);
+                self.fill_at(second, target, words[slot], &home);
                 self.count_overflow(&home);
                 self.store(bucket, slot, 0);
                 flags.set(self.codec.position(words[slot]));
@@ -478,8 +484,11 @@ impl Tables<'_> {
     /// freed). Returns whether the new word went to the second bucket, and whether the
     /// resident lost its slot early: it is not the id the insertion under way evicts anyway.
     pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
-        let buckets: &[usize] =
-            if self.may_overflow(home) { &[home.first, home.second] } else { &[home.first] };
+        let buckets: &[usize] = if self.may_overflow(home) {
+            &[home.first, self.codec.second(home)]
+        } else {
+            &[home.first]
+        };
         let mut best = (home.first, FIRST_SLOT, 0);
         for &bucket in buckets {
             for slot in FIRST_SLOT..BUCKET_WORDS {
@@ -544,7 +553,10 @@ impl Tables<'_> {
             assert!(self.header(home.first).admits(home.bits), "summary bits of {id}");
             if flags.get(position) {
                 expected[home.first][home.class as usize] += 1;
-                assert!(self.header(home.second).admits(home.bits), "summary bits of {id}");
+                assert!(
+                    self.header(self.codec.second(&home)).admits(home.bits),
+                    "summary bits of {id}"
+                );
             }
         }
         for (bucket, want) in expected.iter().enumerate() {
