@@ -47,6 +47,21 @@ const _: () = assert!(NEXT_SHIFT + 4 == u64::BITS);
 // The next slot's 4 bits name any slot (the value 0 stands for the first).
 const _: () = assert!(BUCKET_WORDS <= 16);
 
+/// The slots whose turn to be filled next marks a summary rebuild when it comes every `every`
+/// fills (the first slot's turn always does), as a mask of slot numbers: one bit test per fill
+/// rather than a remainder.
+pub(crate) const fn rebuild_slots(every: usize) -> u32 {
+    let mut mask = 0;
+    let mut slot = FIRST_SLOT;
+    while slot < BUCKET_WORDS {
+        if (slot - FIRST_SLOT).is_multiple_of(every) {
+            mask |= 1 << slot;
+        }
+        slot += 1;
+    }
+    mask
+}
+
 /// A bucket's header word (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Header(pub(crate) u64);
@@ -85,12 +100,13 @@ impl Header {
     }
 
     /// With the slot after `slot` (round-robin) as the next to fill; also returns whether the
-    /// summary is due for a rebuild, which it is every `every` fills.
+    /// summary is due for a rebuild, which it is when that next slot is in `rebuild_at` (see
+    /// [`rebuild_slots`]).
     #[inline(always)]
-    pub(crate) fn filled(self, slot: usize, every: usize) -> (Header, bool) {
+    pub(crate) fn filled(self, slot: usize, rebuild_at: u32) -> (Header, bool) {
         let next = if slot + 1 == BUCKET_WORDS { FIRST_SLOT } else { slot + 1 };
         let header = Header(self.0 & !NEXT | (next as u64) << NEXT_SHIFT);
-        (header, (next - FIRST_SLOT).is_multiple_of(every))
+        (header, (rebuild_at >> next) & 1 != 0)
     }
 
     /// With the summary replaced by `summary`.
@@ -123,6 +139,8 @@ impl Header {
 
 #[cfg(test)]
 mod tests {
+    use alloc::vec::Vec;
+
     use super::*;
 
     #[test]
@@ -133,7 +151,7 @@ mod tests {
                 header = header.counted(class, 0);
             }
         }
-        let (header, rebuild) = header.filled(BUCKET_WORDS - 2, 7);
+        let (header, rebuild) = header.filled(BUCKET_WORDS - 2, rebuild_slots(7));
         assert_eq!(header.next_slot(), BUCKET_WORDS - 1);
         assert!(!rebuild);
         for class in 0..CLASSES {
@@ -147,10 +165,25 @@ mod tests {
         assert_eq!(header.next_slot(), BUCKET_WORDS - 1);
         // Wrapping round: after the last slot comes the first, and every seventh fill
         // rebuilds.
-        let (wrapped, rebuild) = header.filled(BUCKET_WORDS - 1, 7);
+        let (wrapped, rebuild) = header.filled(BUCKET_WORDS - 1, rebuild_slots(7));
         assert_eq!(wrapped.next_slot(), FIRST_SLOT);
         assert!(rebuild);
         assert_eq!(Header(0).next_slot(), FIRST_SLOT);
+        // Filling round after round, a rebuild comes exactly every `every` fills that divides
+        // the slots, starting with the first slot's turn.
+        for every in [1, 2, 7, BUCKET_SLOTS] {
+            let mut header = Header(0);
+            let due: Vec<usize> = (0..3 * BUCKET_SLOTS)
+                .filter(|_| {
+                    let (next, rebuild) = header.filled(header.next_slot(), rebuild_slots(every));
+                    header = next;
+                    rebuild
+                })
+                .collect();
+            let expected: Vec<usize> =
+                (0..3 * BUCKET_SLOTS).filter(|i| (i + 1) % every == 0).collect();
+            assert_eq!(due, expected, "every {every}");
+        }
         let full = (0..COUNT_MAX).fold(Header(0), |h, _| h.counted(0, 0));
         assert!(!full.can_count(0) && full.can_count(1));
     }

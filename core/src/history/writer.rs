@@ -16,7 +16,7 @@
 
 use alloc::vec::Vec;
 
-use super::bucket::{FIRST_SLOT, Header, SLOTS};
+use super::bucket::{FIRST_SLOT, Header, SLOTS, rebuild_slots};
 #[cfg(test)]
 use super::layout::CLASSES;
 use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
@@ -30,6 +30,9 @@ use crate::sync::{AtomicU64, Ordering};
 /// but costs inserts more than the lookups it saves: every four fills took 4.7% more
 /// instructions per new id than every seven, for 11% fewer full scans.
 const REBUILD_EVERY: usize = 7;
+
+/// The slots whose turn marks a rebuild, every [`REBUILD_EVERY`] fills.
+const REBUILD_AT: u32 = rebuild_slots(REBUILD_EVERY);
 
 /// How many ids of a completion have their first buckets prefetched before its first id is
 /// looked up (see `insert`), and so form its first batch if that id is new: all of a short
@@ -312,8 +315,7 @@ impl Tables<'_> {
     /// that finds the word also finds the summary bits.
     #[inline(always)]
     fn fill_next(&self, bucket: usize, slot: usize, word: u32, home: &Home, view: &View) {
-        let (header, rebuild) =
-            self.header(bucket).with_bits(home.bits).filled(slot, REBUILD_EVERY);
+        let (header, rebuild) = self.header(bucket).with_bits(home.bits).filled(slot, REBUILD_AT);
         let header = if rebuild {
             header.with_summary(self.summary(bucket, slot, header, view) | home.bits)
         } else {
