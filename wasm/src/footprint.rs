@@ -3,8 +3,8 @@
 //! A replay reports, per capacity, the heap a kvreuse history of that capacity takes, so that
 //! an operator can budget a router's memory. Routers run natively on 64-bit machines, where
 //! [`Capacity::heap_bytes_of`] is exact. On wasm32 the same call measures a wasm32 history,
-//! whose arrays are the same size (they hold `u64`s) but whose fixed part (the shared header
-//! and a batch's scratch space, full of pointers and `usize`s) is smaller. So here the fixed
+//! whose arrays are the same size (they hold `u64`s) but whose fixed part (the shared header,
+//! full of pointers and `usize`s) is smaller. So here the fixed
 //! part is replaced by the 64-bit one, and the browser prints `kvreuse replay`'s numbers.
 //! On a 64-bit target nothing is replaced; the host tests check that the 64-bit fixed part
 //! below is still what the core measures.
@@ -16,7 +16,7 @@ use kvreuse_core::replay::{Capacity, CapacityError};
 /// arrays. Checked against the core by `the_fixed_part_is_the_cores` on 64-bit hosts, so a
 /// change to the history's layout that changes it fails the host tests until updated here.
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
-const BYTES_OF_ONE_BLOCK_64: usize = 1304;
+const BYTES_OF_ONE_BLOCK_64: usize = 288;
 
 /// Heap bytes a 64-bit router's history of `blocks` blocks takes (`usize::MAX` beyond the
 /// largest history).
