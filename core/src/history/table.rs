@@ -218,7 +218,7 @@ impl<S: Storage> Shared<S> {
 pub(crate) struct Scan {
     words: [u64; PAIRS],
     tagged: u32,
-    pub(super) overflowed: bool,
+    overflowed: bool,
 }
 
 impl Scan {
@@ -317,7 +317,7 @@ impl Tables<'_> {
     /// The first slot word among a scan's tagged slots that carries `home`'s tag and is live:
     /// the id's likely slot, before the ring confirms it.
     #[inline(always)]
-    pub(super) fn candidate(&self, scan: &Scan, home: &Home, view: &View) -> Option<u32> {
+    fn candidate(&self, scan: &Scan, home: &Home, view: &View) -> Option<u32> {
         for slot in SetBits(u64::from(scan.tagged)) {
             let word = scan.word(slot);
             if self.codec.tag(word) == home.tag && view.is_live(word) {
