@@ -279,9 +279,9 @@ impl Tables<'_> {
     }
 
     /// Whether one more id of `home`'s class may be counted as overflowed from its first
-    /// bucket.
-    fn may_overflow(&self, home: &Home) -> bool {
-        self.codec.second(home) != home.first && self.header(home.first).can_count(home.class)
+    /// bucket to `second`, its second bucket (`Codec::second`).
+    fn may_overflow(&self, home: &Home, second: usize) -> bool {
+        second != home.first && self.header(home.first).can_count(home.class)
     }
 
     /// Counts `home`'s id as overflowed from its first bucket (and sets its summary bits
@@ -401,7 +401,7 @@ impl Tables<'_> {
         flags: &mut OverflowFlags,
     ) -> Option<bool> {
         let second = self.codec.second(home);
-        let may_overflow = self.may_overflow(home);
+        let may_overflow = self.may_overflow(home, second);
         if let Some(slot) = self.next_free(second, view).filter(|_| may_overflow) {
             // Counted (and the summary bit set) in the first bucket before the word appears in
             // the second, so a reader that finds the id also knows to look there.
@@ -437,26 +437,26 @@ impl Tables<'_> {
             return true;
         }
         let words: [u32; BUCKET_WORDS] = core::array::from_fn(|i| self.word(bucket, i));
-        let mut movable = [(0usize, Home::NONE); BUCKET_SLOTS];
+        // Residents that may move: their slot, home and second bucket.
+        let mut movable = [(0usize, Home::NONE, 0usize); BUCKET_SLOTS];
         let mut count = 0;
         for (slot, &word) in words.iter().enumerate().skip(FIRST_SLOT) {
             // Ordering: Relaxed; the writer reads its own stores.
             let id = self.ring_entry(word).load(Ordering::Relaxed);
             let home = self.home(id);
-            if self.codec.tag(word) != home.tag
-                || (home.first != bucket && self.codec.second(&home) != bucket)
-            {
+            let second = self.codec.second(&home);
+            if self.codec.tag(word) != home.tag || (home.first != bucket && second != bucket) {
                 // A dead word aliasing a live ring position: it names no resident.
                 self.store(bucket, slot, 0);
                 return true;
             }
-            if home.first == bucket && self.may_overflow(&home) {
-                movable[count] = (slot, home);
+            if home.first == bucket && self.may_overflow(&home, second) {
+                movable[count] = (slot, home, second);
                 count += 1;
             }
         }
         for pass in 0..2 {
-            for &(slot, home) in &movable[..count] {
+            for &(slot, home, second) in &movable[..count] {
                 if self.word(bucket, slot) != words[slot] {
                     // A deeper move went through this bucket; it may have room now.
                     if self.any_free(bucket, view).is_some() {
@@ -464,7 +464,6 @@ impl Tables<'_> {
                     }
                     continue;
                 }
-                let second = self.codec.second(&home);
                 let room =
                     pass == 0 || (depth > 1 && self.make_room(second, depth - 1, view, flags));
                 let Some(target) = room.then(|| self.any_free(second, view)).flatten() else {
@@ -486,11 +485,9 @@ impl Tables<'_> {
     /// freed). Returns whether the new word went to the second bucket, and whether the
     /// resident lost its slot early: it is not the id the insertion under way evicts anyway.
     pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
-        let buckets: &[usize] = if self.may_overflow(home) {
-            &[home.first, self.codec.second(home)]
-        } else {
-            &[home.first]
-        };
+        let second = self.codec.second(home);
+        let buckets: &[usize] =
+            if self.may_overflow(home, second) { &[home.first, second] } else { &[home.first] };
         let mut best = (home.first, FIRST_SLOT, 0);
         for &bucket in buckets {
             for slot in FIRST_SLOT..BUCKET_WORDS {
