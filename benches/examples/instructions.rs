@@ -4,8 +4,8 @@
 //! the same way on every VM.
 //!
 //! `instructions <kvreuse|reference|proposal|none> <path> <operations> [capacity]` fills a
-//! history of `capacity` ids (default 131,072) with distinct ids, so that every new id evicts
-//! one, then performs `operations` operations on one path:
+//! history of `capacity` ids (default 131,072) four times over with distinct ids, so that every
+//! new id evicts one and the history is in its steady state, then performs `operations` operations on one path:
 //!
 //! - `insert-new`: a completion of 34 ids never seen (34 new ids, 34 evictions);
 //! - `insert-duplicate`: a completion of 34 ids all present;
@@ -29,6 +29,9 @@ use kvreuse_benches::reference_history::{ProposalHistory, ReferenceHistory};
 use kvreuse_benches::{Contender, SplitMix64};
 
 const BLOCKS: usize = 34;
+
+/// How many times over the history is filled before the operations.
+const FILLS: usize = 4;
 
 /// kvreuse's index key: `KVREUSE_INSTRUCTIONS_SEED` when set (the counts then repeat exactly,
 /// for comparing two builds), else a random one, as a router's history draws.
@@ -89,17 +92,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Full, so that every new id evicts the oldest. The fill's ids come from one stream, the
-    // measured operations' new ids from another.
+    // Filled FILLS times over, so that every new id evicts the oldest and the history is in its
+    // steady state: slots and summaries carry what evictions leave behind, as in a router that
+    // has run for a while, not the tidy state of a first fill. The fill's ids come from one
+    // stream, the measured operations' new ids from another.
     let mut filled = SplitMix64::new(1);
-    let present: Vec<u64> = (0..capacity).map(|_| filled.next_u64()).collect();
-    for chunk in present.chunks(BLOCKS) {
-        history.insert_all(chunk);
+    let mut chunk = [0u64; BLOCKS];
+    for _ in 0..(FILLS * capacity).div_ceil(BLOCKS) {
+        chunk.fill_with(|| filled.next_u64());
+        history.insert_all(&chunk);
     }
     let mut fresh = SplitMix64::new(2);
     let mut new_ids = |n: usize| -> Vec<u64> { (0..n).map(|_| fresh.next_u64()).collect() };
     // The newest ids stay present however many operations evict the oldest.
-    let newest = &present[capacity - BLOCKS..];
+    let newest = &chunk[..];
     let mut answer = 0usize;
     match path.as_str() {
         "insert-new" => {
