@@ -11,7 +11,8 @@
 //! (`KVREUSE_BENCH_RUNS`, default 5) and kvreuse's ratio to each reference build.
 //!
 //! Rows vary: completion size (4, 34, 417, 834 blocks) for all-new inserts; duplicate-only
-//! completions; lookups of 34 present blocks and lookups whose first block is missing; one
+//! completions; lookups of 34 present blocks and lookups whose first block is missing (20,000
+//! of each per run at any capacity; a random new first id for each missing-first lookup); one
 //! reader thread racing one writer, as fast as it goes and held at a fixed rate (`PACE`); and
 //! ids crafted to share their top or low 32 bits.
 //!
@@ -230,19 +231,25 @@ fn measure(capacity: usize, runs: usize, scale: usize) -> String {
         for c in contenders {
             insert(c, &recent, 34);
         }
-        let completions = recent.len() / 34;
+        // The same number of operations at every capacity (a small history's `recent` holds
+        // fewer completions: they come round again), so that no row times a mere fraction of
+        // a millisecond.
+        let completions = 1000 * scale;
+        let repeated: Vec<u64> =
+            recent.chunks(34).cycle().take(completions).flatten().copied().collect();
         per("duplicate-only completions, 34 blocks", "M completions/s", &mut |c| {
-            let (new, secs) = insert(c, &recent, 34);
+            let (new, secs) = insert(c, &repeated, 34);
             assert_eq!(new, 0);
             completions as f64 / secs / 1e6
         });
         per("prefix lookup, 34 present blocks", "M lookups/s", &mut |c| {
-            let (seen, secs) = lookup(c, &recent, 34);
-            assert_eq!(seen, recent.len());
+            let (seen, secs) = lookup(c, &repeated, 34);
+            assert_eq!(seen, repeated.len());
             completions as f64 / secs / 1e6
         });
+        // Every lookup's first id is a new random one.
         let mut rng = SplitMix64::new(seed(98));
-        let mut missing_first = recent.clone();
+        let mut missing_first = repeated.clone();
         for ids in missing_first.chunks_mut(34) {
             ids[0] = rng.next_u64();
         }
