@@ -263,7 +263,6 @@ const EPOCHS: u32 = 4;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Codec {
     buckets: u64,
-    pos_bits: u32,
     pos_mask: u32,
     tag_shift: u32,
     /// The summary bits of each tag value, for this capacity's tag width.
@@ -276,7 +275,6 @@ impl Codec {
         let tag_shift = pos_bits + EPOCHS.trailing_zeros();
         Codec {
             buckets: layout.buckets as u64,
-            pos_bits,
             pos_mask: (1 << pos_bits) - 1,
             tag_shift,
             masks: if u32::BITS - tag_shift >= 6 { &SPREAD_MASKS } else { &STAR_MASKS },
@@ -356,16 +354,23 @@ impl Codec {
         (word & self.pos_mask) as usize
     }
 
+    /// The epoch a word records (the tests' model of the format).
     #[cfg(test)]
     fn epoch(&self, word: u32) -> u32 {
-        (word >> self.pos_bits) & (EPOCHS - 1)
+        (word >> self.pos_mask.trailing_ones()) & (EPOCHS - 1)
     }
 
-    /// The word of an id with `tag` inserted at `position` in epoch `epoch` (any count).
-    #[inline(always)]
-    pub(crate) fn word(&self, tag: u32, epoch: u32, position: usize) -> u32 {
-        tag | (epoch & (EPOCHS - 1)) << self.pos_bits | position as u32
+    /// The word of an id with `tag` inserted at `position` in epoch `epoch` (any count), from
+    /// the format's definition: the tests' model of what [`View::word`] keeps up step by step.
+    #[cfg(test)]
+    fn word(&self, tag: u32, epoch: u32, position: usize) -> u32 {
+        tag | (epoch & (EPOCHS - 1)) << self.pos_mask.trailing_ones() | position as u32
     }
+}
+
+/// [`View::calm`] for a history that is `full` or not, with a ring of `ring` entries.
+fn calm(full: bool, ring: u32) -> usize {
+    if full { (ring as usize).saturating_sub(3) } else { 0 }
 }
 
 /// Bits of a slot word's ring position: enough for the last position, `ring_len() - 1 =
@@ -394,8 +399,6 @@ pub(crate) struct View {
     pub(crate) len: u32,
     /// Ring position of the next insertion, `now % ring`.
     pub(crate) tail: usize,
-    /// Epoch of the next insertion, `now / ring` (modulo 2^32).
-    pub(crate) epoch: u32,
     /// Most live entries.
     pub(crate) capacity: u32,
     /// Ring entries, `capacity + 1`: the entry at the tail is never live.
@@ -408,6 +411,11 @@ pub(crate) struct View {
     first_key: u32,
     /// Keys from `first_key` to the newest live insertion's, both included; 0 when empty.
     keys: u32,
+    /// The key of the next insertion: its slot word is its tag and this.
+    tail_key: u32,
+    /// While `tail - 1` is below this, an insertion only moves the view on by one (see
+    /// [`advance`](View::advance)): `ring - 3` when full, else 0.
+    calm: usize,
 }
 
 impl View {
@@ -415,20 +423,28 @@ impl View {
         let ring = capacity as u64 + 1;
         let len = (now - start).min(capacity as u64);
         let pos_bits = position_bits(capacity);
-        let key = |n: u64| ((n / ring) as u32 % EPOCHS) << pos_bits | (n % ring) as u32;
+        // One division: the keys needed are of insertions at most a ring's length back.
+        let epoch = now / ring;
+        let tail = now - epoch * ring;
+        let key = |back: u64| {
+            let (epoch, position) =
+                if back <= tail { (epoch, tail - back) } else { (epoch - 1, tail + ring - back) };
+            (epoch as u32 % EPOCHS) << pos_bits | position as u32
+        };
         let key_mask = (EPOCHS << pos_bits) - 1;
-        let first_key = key(now - len);
+        let first_key = key(len);
         View {
             now,
             len: len as u32,
-            tail: (now % ring) as usize,
-            epoch: (now / ring) as u32,
+            tail: tail as usize,
             capacity: capacity as u32,
             ring: ring as u32,
             pos_bits,
             key_mask,
             first_key,
-            keys: if len == 0 { 0 } else { (key(now - 1).wrapping_sub(first_key) & key_mask) + 1 },
+            keys: if len == 0 { 0 } else { (key(1).wrapping_sub(first_key) & key_mask) + 1 },
+            tail_key: key(0),
+            calm: calm(len == capacity as u64, ring as u32),
         }
     }
 
@@ -443,27 +459,61 @@ impl View {
         }
     }
 
-    /// The view after one more insertion.
+    /// Moves the view on by one insertion; returns the ring position of the entry it evicts,
+    /// if the history was full.
+    ///
+    /// A full history's oldest entry sits right after the tail (the ring has one entry more
+    /// than the capacity). While neither the tail nor the oldest position wraps, and the
+    /// newest key does not jump over the keys past the ring's end (it does when the insertion
+    /// goes to position 0), the insertion moves the count, the tail and the first and next
+    /// keys on by one, and the number of keys in the live interval stays. That is all but three
+    /// of every `ring` insertions into a full history; the others, and every insertion before
+    /// it fills, take the general step.
     #[inline(always)]
-    pub(crate) fn advanced(&self) -> View {
+    pub(crate) fn advance(&mut self) -> Option<usize> {
+        // One comparison for `1 <= tail < ring - 2`.
+        if self.tail.wrapping_sub(1) < self.calm {
+            self.now += 1;
+            self.tail += 1;
+            self.first_key += 1;
+            self.tail_key += 1;
+            // The oldest entry was the one after the old tail: the new tail.
+            return Some(self.tail);
+        }
+        let evicted = self.is_full().then(|| self.oldest());
+        *self = self.advanced();
+        evicted
+    }
+
+    /// The view after one more insertion, in general (see [`advance`](View::advance)).
+    #[inline(never)]
+    fn advanced(&self) -> View {
         let wraps = self.tail + 1 == self.ring as usize;
         let full = self.is_full();
-        // The new insertion's key: the tail in the current epoch.
-        let newest = (self.epoch % EPOCHS) << self.pos_bits | self.tail as u32;
+        // The new insertion's key.
+        let newest = self.tail_key;
         let first_key = if full { self.next_key(self.first_key) } else { self.first_key };
         let first_key = if self.len == 0 { newest } else { first_key };
+        let len = (self.len + 1).min(self.capacity);
         View {
             now: self.now + 1,
-            len: (self.len + 1).min(self.capacity),
+            len,
             tail: if wraps { 0 } else { self.tail + 1 },
-            epoch: self.epoch.wrapping_add(u32::from(wraps)),
             capacity: self.capacity,
             ring: self.ring,
             pos_bits: self.pos_bits,
             key_mask: self.key_mask,
             first_key,
             keys: (newest.wrapping_sub(first_key) & self.key_mask) + 1,
+            tail_key: self.next_key(newest),
+            calm: calm(len == self.capacity, self.ring),
         }
+    }
+
+    /// The slot word of an id with `tag` (from [`Codec::home`]) inserted next.
+    #[inline(always)]
+    pub(crate) fn word(&self, tag: u32) -> u32 {
+        tag | self.tail_key
     }
 
     /// Whether the next insertion evicts the oldest entry.
@@ -642,18 +692,22 @@ mod tests {
                     for now in inserted + 1..=inserted + window {
                         assert_eq!(view.now, now);
                         let fresh = View::new(now, start, capacity);
-                        assert_eq!(
-                            (view.len, view.tail, view.epoch, view.first_key, view.keys),
-                            (fresh.len, fresh.tail, fresh.epoch, fresh.first_key, fresh.keys),
-                            "{capacity} {start} {now}"
-                        );
+                        let fields =
+                            |v: &View| (v.len, v.tail, v.first_key, v.keys, v.tail_key, v.calm);
+                        assert_eq!(fields(&view), fields(&fresh), "{capacity} {start} {now}");
                         assert_eq!(view.oldest() as u64, (now - u64::from(view.len)) % ring);
+                        assert_eq!(
+                            view.word(1 << 31),
+                            codec.word(1 << 31, (now / ring) as u32, (now % ring) as usize)
+                        );
                         let live = now - inserted <= capacity as u64;
                         assert_eq!(view.is_live(word), live, "{capacity} {start} {inserted} {now}");
                         if live {
                             assert_eq!(u64::from(view.age(&codec, word)), now - 1 - inserted);
                         }
-                        view = view.advanced();
+                        let oldest = view.oldest();
+                        let evicted = view.advance();
+                        assert_eq!(evicted, (fresh.len == capacity as u32).then_some(oldest));
                     }
                 }
             }

@@ -262,13 +262,6 @@ impl Tables<'_> {
         Header(self.pairs(bucket)[0].load(Ordering::Relaxed))
     }
 
-    /// Whether `home`'s first bucket's summary admits its id (it may be present). The writer
-    /// checks this before a full search: most new ids are ruled out here.
-    #[inline(always)]
-    pub(crate) fn summary_admits(&self, home: &Home) -> bool {
-        self.header(home.first).admits(home.bits)
-    }
-
     /// One pass over a bucket for an id with `home`. The header is read last: a resident
     /// moving out of its first bucket is counted in the header before it leaves, so a reader
     /// that misses it in the slots it read sees the count. (Reading a slot again after the

@@ -42,6 +42,38 @@ const EARLY: usize = 8;
 /// How deep the writer searches for a chain of moves that frees a slot.
 const MOVE_DEPTH: u32 = 2;
 
+/// A bucket's next slot, free, as [`Tables::next_free`] read it: the bucket's header, the slot,
+/// and the 64-bit word holding it and its neighbour, which filling it rewrites.
+#[derive(Clone, Copy)]
+struct NextSlot {
+    header: Header,
+    slot: usize,
+    /// The pair turned so that the slot's word is its low half.
+    turned: u64,
+    /// How far it was turned (right): 32 for a slot in the high half, else 0.
+    turn: u32,
+}
+
+impl NextSlot {
+    #[inline(always)]
+    fn new(header: Header, slot: usize, pair: u64) -> Self {
+        let turn = 32 * (slot as u32 % 2);
+        NextSlot { header, slot, turned: pair.rotate_right(turn), turn }
+    }
+
+    /// The slot's word.
+    #[inline(always)]
+    fn word(&self) -> u32 {
+        self.turned as u32
+    }
+
+    /// The pair with `word` in the slot.
+    #[inline(always)]
+    fn pair_with(&self, word: u32) -> u64 {
+        (self.turned & !0xffff_ffff | u64::from(word)).rotate_left(self.turn)
+    }
+}
+
 /// The writer's record of which ring positions hold an id that sits in its second bucket,
 /// one bit per position: when such an id is evicted, its first bucket's count goes down.
 /// Read and written sequentially, alongside the ring.
@@ -66,14 +98,20 @@ impl OverflowFlags {
         self.0[position / 64] |= 1 << (position % 64);
     }
 
+    #[cfg(test)]
     pub(crate) fn get(&self, position: usize) -> bool {
         self.0[position / 64] & (1 << (position % 64)) != 0
     }
 
-    /// Clears the flag at `position`; returns whether it was set.
+    /// Clears the flag at `position`; returns whether it was set. (Rarely: the word is written
+    /// only then.)
+    #[inline(always)]
     pub(crate) fn take(&mut self, position: usize) -> bool {
-        let was = self.get(position);
-        self.0[position / 64] &= !(1 << (position % 64));
+        let (word, bit) = (&mut self.0[position / 64], 1 << (position % 64));
+        let was = *word & bit != 0;
+        if was {
+            *word &= !bit;
+        }
         was
     }
 
@@ -131,7 +169,8 @@ impl<S: Storage> History<S> {
         s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
         if let Some(&id) = ids.first() {
             let home = s.codec.home(mixed[0]);
-            if let Some(word) = s.summary_admits(&home).then(|| s.find(id, &home, &view)).flatten()
+            if let Some(word) =
+                s.header(home.first).admits(home.bits).then(|| s.find(id, &home, &view)).flatten()
             {
                 position = Some(s.codec.position(word));
                 k = 1;
@@ -171,16 +210,17 @@ impl<S: Storage> History<S> {
                 // Its home, from its mix: the second bucket, which a few percent of new ids
                 // need, is worked out only where they need it (`Codec::second`).
                 let home = &s.codec.home(h);
-                let walked = position.and_then(|p| s.walk(p, id, &view));
-                // Most new ids are ruled out by their first bucket's summary alone.
-                let found = || {
-                    s.summary_admits(home)
-                        .then(|| s.find(id, home, &view))
-                        .flatten()
-                        .map(|word| s.codec.position(word))
-                };
-                if let Some(found) = walked.or_else(found) {
+                if let Some(found) = position.and_then(|p| s.walk(p, id, &view)) {
                     position = Some(found);
+                    continue;
+                }
+                // Most new ids are ruled out by their first bucket's summary alone. The header
+                // read here serves the placement too (only the writer changes it).
+                let first = s.header(home.first);
+                if first.admits(home.bits)
+                    && let Some(word) = s.find(id, home, &view)
+                {
+                    position = Some(s.codec.position(word));
                     continue;
                 }
                 out.new += 1;
@@ -194,6 +234,7 @@ impl<S: Storage> History<S> {
                     &mut self.forced,
                     id,
                     home,
+                    first,
                 );
             }
             k += batch.len();
@@ -205,7 +246,11 @@ impl<S: Storage> History<S> {
     }
 
     /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
-    /// insertion, which makes the id live and, when full, evicts the oldest.
+    /// insertion, which makes the id live and, when full, evicts the oldest. `first` is the
+    /// id's first bucket's header as the caller read it.
+    // The writer's fields and locals, borrowed apart: bundling two of them (returning the
+    // forced eviction instead of counting it here) cost 4 instructions more per new id.
+    #[allow(clippy::too_many_arguments)]
     fn push(
         s: &Tables<'_>,
         now: &AtomicU64,
@@ -214,9 +259,10 @@ impl<S: Storage> History<S> {
         forced: &mut u64,
         id: u64,
         home: &Home,
+        first: Header,
     ) {
         let position = view.tail;
-        let word = s.codec.word(home.tag, view.epoch, position);
+        let word = view.word(home.tag);
         // The tail entry is live in no reader's view: it holds the id evicted one insertion
         // ago, or an older one. Ordering: Release; a reader whose view is older than that
         // eviction (or than a `clear`) and reads the new id here (Acquire) also reads the
@@ -224,7 +270,7 @@ impl<S: Storage> History<S> {
         s.ring[position].store(id, Ordering::Release);
         // Indexed under the current view, in which the id this insertion evicts is still
         // live, so that its slot is not reused while readers may still look it up.
-        let placed = s.place(home, word, view, flags);
+        let placed = s.place(home, first, word, view, flags);
         let overflowed = placed.unwrap_or_else(|| {
             let (overflowed, early) = s.give_up_oldest(home, word, view);
             *forced += u64::from(early);
@@ -233,8 +279,7 @@ impl<S: Storage> History<S> {
         if overflowed {
             flags.set(position);
         }
-        let evicted = view.is_full().then(|| view.oldest());
-        *view = view.advanced();
+        let evicted = view.advance();
         // The moment of the insertion for readers. Ordering: Release publishes the entry
         // and slot word written above: a reader whose view includes this insertion (its
         // Acquire load read this count or a later one) finds the new id, and no longer
@@ -302,27 +347,32 @@ impl Tables<'_> {
     }
 
     /// The slot `bucket` fills next, if it is free (its id dead): the fast path of every
-    /// insert.
+    /// insert. `header` is the bucket's header as the writer last read it.
     #[inline(always)]
-    fn next_free(&self, bucket: usize, view: &View) -> Option<usize> {
-        let slot = self.header(bucket).next_slot();
-        (!view.is_live(self.word(bucket, slot))).then_some(slot)
+    fn next_free(&self, bucket: usize, header: Header, view: &View) -> Option<NextSlot> {
+        let slot = header.next_slot();
+        // Ordering: Relaxed; only the writer stores slot words.
+        let pair = self.pairs(bucket)[slot / 2].load(Ordering::Relaxed);
+        let next = NextSlot::new(header, slot, pair);
+        (!view.is_live(next.word())).then_some(next)
     }
 
-    /// Puts `word` of an id with `home` into `slot`, the slot `bucket` fills next, and moves
+    /// Puts `word` of an id with `home` into `next`, the slot `bucket` fills next, and moves
     /// the bucket's round-robin on (rebuilding its summary from what is live every few fills,
     /// so bits of evicted ids go). The header is stored first, then the word, so that a reader
     /// that finds the word also finds the summary bits.
     #[inline(always)]
-    fn fill_next(&self, bucket: usize, slot: usize, word: u32, home: &Home, view: &View) {
-        let (header, rebuild) = self.header(bucket).with_bits(home.bits).filled(slot, REBUILD_AT);
+    fn fill_next(&self, bucket: usize, next: NextSlot, word: u32, home: &Home, view: &View) {
+        let slot = next.slot;
+        let (header, rebuild) = next.header.with_bits(home.bits).filled(slot, REBUILD_AT);
         let header = if rebuild {
             header.with_summary(self.summary(bucket, slot, header, view) | home.bits)
         } else {
             header
         };
         self.store_header(bucket, header);
-        self.store(bucket, slot, word);
+        // Ordering: Release, as in `store`.
+        self.pairs(bucket)[slot / 2].store(next.pair_with(word), Ordering::Release);
     }
 
     /// Puts `word` of an id with `home` into `slot`, any free slot of `bucket` (after a move,
@@ -379,12 +429,13 @@ impl Tables<'_> {
     pub(crate) fn place(
         &self,
         home: &Home,
+        first: Header,
         word: u32,
         view: &View,
         flags: &mut OverflowFlags,
     ) -> Option<bool> {
-        if let Some(slot) = self.next_free(home.first, view) {
-            self.fill_next(home.first, slot, word, home, view);
+        if let Some(next) = self.next_free(home.first, first, view) {
+            self.fill_next(home.first, next, word, home, view);
             return Some(false);
         }
         self.place_elsewhere(home, word, view, flags)
@@ -402,11 +453,14 @@ impl Tables<'_> {
     ) -> Option<bool> {
         let second = self.codec.second(home);
         let may_overflow = self.may_overflow(home, second);
-        if let Some(slot) = self.next_free(second, view).filter(|_| may_overflow) {
+        if let Some(next) =
+            self.next_free(second, self.header(second), view).filter(|_| may_overflow)
+        {
             // Counted (and the summary bit set) in the first bucket before the word appears in
-            // the second, so a reader that finds the id also knows to look there.
+            // the second, so a reader that finds the id also knows to look there. (`next` holds
+            // the second bucket's header and slot pair, which this leaves as they were.)
             self.count_overflow(home);
-            self.fill_next(second, slot, word, home, view);
+            self.fill_next(second, next, word, home, view);
             return Some(true);
         }
         for (bucket, overflows) in [(home.first, false), (second, true)] {
