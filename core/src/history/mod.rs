@@ -316,19 +316,20 @@ impl<S: Storage> HistoryReader<S> {
         // The common miss first, without even reading the ring's state: a first id whose bits
         // are clear in its first bucket's summary is absent. Kept small so that consecutive
         // lookups overlap their cache misses.
-        match ids.first() {
+        match ids.first().and_then(|&id| self.shared.summary_admits(id)) {
             None => 0,
-            Some(&id) if self.shared.summary_rules_out(id) => 0,
-            Some(_) => self.seen_prefix_len_slow(ids),
+            Some(h) => self.seen_prefix_len_slow(ids, h),
         }
     }
 
+    /// [`seen_prefix_len`](Self::seen_prefix_len) past the first id's summary; `h` is that
+    /// id's mix.
     #[inline(never)]
-    fn seen_prefix_len_slow(&self, ids: &[u64]) -> usize {
+    fn seen_prefix_len_slow(&self, ids: &[u64], h: u64) -> usize {
         // Most first ids that pass the summary are absent all the same (its bits were set by
         // other ids): one pass over the bucket tells, before the ring's state is read. Such a
         // miss needs no re-check, like any lookup that finds nothing.
-        let (home, scan) = self.shared.first_scan(ids[0]);
+        let (home, scan) = self.shared.first_scan(h);
         if scan.rules_out() {
             return 0;
         }

@@ -56,16 +56,17 @@ impl<S: Storage> Shared<S> {
         Tables { buckets, ring: self.storage.ring(), codec: self.codec, mixer: self.mixer }
     }
 
-    /// Whether `id`'s first bucket's summary rules it out: the cheapest lookup of an absent id,
-    /// one 8-byte read.
+    /// `id`'s mix, unless its first bucket's summary rules it out: the cheapest lookup of an
+    /// absent id, one 8-byte read. (The mix saves an admitted id's lookup mixing it again.)
     #[inline(always)]
-    pub(crate) fn summary_rules_out(&self, id: u64) -> bool {
-        let (first, bits) = self.codec.first_and_bits(self.mixer.mix(id));
+    pub(crate) fn summary_admits(&self, id: u64) -> Option<u64> {
+        let h = self.mixer.mix(id);
+        let (first, bits) = self.codec.first_and_bits(h);
         // Ordering: Acquire pairs with the Release store of a header.
         // (Straight from the storage, without the tables' set-up: this one read is all of most
         // lookups of an absent id.)
         let header = self.storage.index()[first * PAIRS].load(Ordering::Acquire);
-        !Header(header).admits(bits)
+        Header(header).admits(bits).then_some(h)
     }
 
     /// The leading run of `ids` present under `view`, and the fewest insertions that could
@@ -187,13 +188,14 @@ impl<S: Storage> Shared<S> {
         (end, last)
     }
 
-    /// A reader's first look at `id`: its home and its first bucket's scan, made before the
-    /// reader reads the ring's state. When the scan [rules `id` out](Scan::rules_out), the
-    /// lookup ends there; otherwise the scan serves its first id in [`prefix`](Self::prefix).
+    /// A reader's first look at an id, given its mix `h`: its home and its first bucket's
+    /// scan, made before the reader reads the ring's state. When the scan
+    /// [rules the id out](Scan::rules_out), the lookup ends there; otherwise the scan serves
+    /// its first id in [`prefix`](Self::prefix).
     #[inline(always)]
-    pub(crate) fn first_scan(&self, id: u64) -> (Home, Scan) {
+    pub(crate) fn first_scan(&self, h: u64) -> (Home, Scan) {
         let t = self.tables();
-        let home = t.home(id);
+        let home = t.codec.home(h);
         let scan = t.scan(home.first, &home);
         (home, scan)
     }
