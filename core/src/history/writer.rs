@@ -383,7 +383,7 @@ impl Tables<'_> {
     }
 
     /// The summary of a bucket: the bits of its live slots (but `skip`, about to be
-    /// overwritten) and, for every class with overflowed ids, all of that class's bits.
+    /// overwritten) and, for every class with overflowed ids, the bits it has set.
     #[inline(never)]
     fn summary(&self, bucket: usize, skip: usize, header: Header, view: &View) -> u64 {
         let p = self.pairs(bucket);
