@@ -72,7 +72,7 @@ pub use crate::sync::AtomicU64;
 
 use crate::sync::{Arc, Ordering, fence};
 use layout::{Mixer, View};
-use table::Shared;
+use table::{OwnLines, Shared};
 use writer::OverflowFlags;
 
 /// Why a history could not be built.
@@ -199,7 +199,7 @@ impl<S: Storage> History<S> {
             codec: layout::Codec::new(&layout),
             layout,
             mixer: Mixer::new(seed),
-            now: AtomicU64::new(0),
+            now: OwnLines(AtomicU64::new(0)),
             start: AtomicU64::new(0),
         };
         Ok(History {

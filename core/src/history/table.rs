@@ -25,10 +25,26 @@ pub(crate) struct Shared<S> {
     pub(crate) layout: Layout,
     pub(crate) codec: Codec,
     pub(crate) mixer: Mixer,
-    /// Insertions since construction; published before a ring entry is overwritten.
-    pub(crate) now: AtomicU64,
+    /// Insertions since construction; published before a ring entry is overwritten. The
+    /// writer stores it at every insertion, so it sits on cache lines of its own: sharing one
+    /// with the fields above, which every lookup reads, would send that line back and forth
+    /// between the writer's core and each reader's.
+    pub(crate) now: OwnLines<AtomicU64>,
     /// `now` at the last `clear`: only insertions after it are live.
     pub(crate) start: AtomicU64,
+}
+
+/// A value alone on its cache lines: 128 bytes, a line and the neighbour that some CPUs'
+/// prefetchers fetch along with it.
+#[repr(align(128))]
+pub(crate) struct OwnLines<T>(pub(crate) T);
+
+impl<T> core::ops::Deref for OwnLines<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// The index and the ring as one operation sees them: the storage's two slices (the index as
