@@ -284,7 +284,7 @@ impl Codec {
     #[inline(always)]
     pub(crate) fn home(&self, h: u64) -> Home {
         // Multiply-shift range reduction of each 32-bit half picks the two buckets; the tag
-        // comes from the top bits of a third product.
+        // is the low bits of the low half (see `tag_of`).
         let tag = self.tag_of(h);
         Home {
             first: self.first(h),

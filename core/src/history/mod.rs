@@ -16,9 +16,11 @@
 //! the layout aims at one random line per lookup and per new id, and nothing at all per
 //! eviction. Two preallocated arrays, nothing allocated afterwards:
 //!
-//! - the **ring**: the ids themselves in insertion order (8 bytes each). Position
-//!   `n % capacity` receives the `n`-th insertion, overwriting, and so evicting, the id
-//!   inserted `capacity` insertions earlier.
+//! - the **ring**: the ids themselves in insertion order (8 bytes each), one entry more than
+//!   the capacity. Position `n % (capacity + 1)` receives the `n`-th insertion. In a full
+//!   history that insertion evicts the id inserted `capacity` insertions earlier, which sits
+//!   in the next position and is overwritten by the next insertion: the spare entry lets a new
+//!   id be written while the id it evicts is still live for readers.
 //! - the **index**: 64-byte buckets of an 8-byte header and fourteen 32-bit slot words. A
 //!   slot word holds its id's ring position, its insertion epoch and a tag. An id goes to its
 //!   first bucket (chosen by a keyed mix of the id) if that has room, else to its second. The
