@@ -377,6 +377,18 @@ fn calm(full: bool, ring: u32) -> usize {
     if full { (ring as usize).saturating_sub(3) } else { 0 }
 }
 
+/// [`View::filling`]: how many insertions from length `len` with the tail at `tail` leave the
+/// history short of full and the tail short of the ring's end, none of them going to position
+/// 0 (where the newest key jumps) and none into an empty history (whose first key is set by
+/// that insertion).
+fn filling(len: u32, tail: u32, capacity: u32, ring: u32) -> u32 {
+    if len == 0 || len >= capacity || tail == 0 || tail >= ring - 1 {
+        0
+    } else {
+        (ring - 1 - tail).min(capacity - 1 - len)
+    }
+}
+
 /// Bits of a slot word's ring position: enough for the last position, `ring_len() - 1 =
 /// capacity`.
 fn position_bits(capacity: usize) -> u32 {
@@ -420,6 +432,9 @@ pub(crate) struct View {
     /// While `tail - 1` is below this, an insertion only moves the view on by one (see
     /// [`advance`](View::advance)): `ring - 3` when full, else 0.
     calm: usize,
+    /// Before the history is full: how many insertions to come only add one to the length
+    /// and the number of keys as well (see [`advance`](View::advance)).
+    filling: u32,
 }
 
 impl View {
@@ -449,6 +464,7 @@ impl View {
             keys: if len == 0 { 0 } else { (key(1).wrapping_sub(first_key) & key_mask) + 1 },
             tail_key: key(0),
             calm: calm(len == capacity as u64, ring as u32),
+            filling: filling(len as u32, tail as u32, capacity as u32, ring as u32),
         }
     }
 
@@ -471,8 +487,9 @@ impl View {
     /// newest key does not jump over the keys past the ring's end (it does when the insertion
     /// goes to position 0), the insertion moves the count, the tail and the first and next
     /// keys on by one, and the number of keys in the live interval stays. That is all but three
-    /// of every `ring` insertions into a full history; the others, and every insertion before
-    /// it fills, take the general step.
+    /// of every `ring` insertions into a full history. Before it is full, an insertion that
+    /// neither wraps the tail nor fills the history moves the length and the number of keys on
+    /// by one as well, and the first key stays. The others take the general step.
     #[inline(always)]
     pub(crate) fn advance(&mut self) -> Option<usize> {
         // One comparison for `1 <= tail < ring - 2`.
@@ -483,6 +500,15 @@ impl View {
             self.tail_key += 1;
             // The oldest entry was the one after the old tail: the new tail.
             return Some(self.tail);
+        }
+        if self.filling != 0 {
+            self.filling -= 1;
+            self.now += 1;
+            self.tail += 1;
+            self.len += 1;
+            self.keys += 1;
+            self.tail_key += 1;
+            return None;
         }
         let evicted = self.is_full().then(|| self.oldest());
         *self = self.advanced();
@@ -499,10 +525,11 @@ impl View {
         let first_key = if full { self.next_key(self.first_key) } else { self.first_key };
         let first_key = if self.len == 0 { newest } else { first_key };
         let len = (self.len + 1).min(self.capacity);
+        let tail = if wraps { 0 } else { self.tail + 1 };
         View {
             now: self.now + 1,
             len,
-            tail: if wraps { 0 } else { self.tail + 1 },
+            tail,
             capacity: self.capacity,
             ring: self.ring,
             pos_bits: self.pos_bits,
@@ -511,6 +538,7 @@ impl View {
             keys: (newest.wrapping_sub(first_key) & self.key_mask) + 1,
             tail_key: self.next_key(newest),
             calm: calm(len == self.capacity, self.ring),
+            filling: filling(len, tail as u32, self.capacity, self.ring),
         }
     }
 
@@ -710,8 +738,9 @@ mod tests {
                     for now in inserted + 1..=inserted + window {
                         assert_eq!(view.now, now);
                         let fresh = View::new(now, start, capacity);
-                        let fields =
-                            |v: &View| (v.len, v.tail, v.first_key, v.keys, v.tail_key, v.calm);
+                        let fields = |v: &View| {
+                            (v.len, v.tail, v.first_key, v.keys, v.tail_key, v.calm, v.filling)
+                        };
                         assert_eq!(fields(&view), fields(&fresh), "{capacity} {start} {now}");
                         assert_eq!(view.oldest() as u64, (now - u64::from(view.len)) % ring);
                         assert_eq!(
