@@ -5,7 +5,8 @@
 //!
 //! `instructions <kvreuse|reference|proposal|none> <path> <operations> [capacity]` fills a
 //! history of `capacity` ids (default 131,072) four times over with distinct ids, so that every
-//! new id evicts one and the history is in its steady state, then performs `operations` operations on one path:
+//! new id evicts one and the history is in its steady state, then performs `operations`
+//! operations on one path:
 //!
 //! - `insert-new`: a completion of 34 ids never seen (34 new ids, 34 evictions);
 //! - `insert-duplicate`: a completion of 34 ids all present;
