@@ -139,6 +139,9 @@ pub struct History<S: Storage = BoxStorage> {
     start: u64,
     overflowed: OverflowFlags,
     forced: u64,
+    /// The insertion number up to which the writer has prepared evictions: those of the
+    /// entries inserted before it (see `writer.rs`).
+    prepared: u64,
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -210,6 +213,7 @@ impl<S: Storage> History<S> {
             start: 0,
             overflowed: OverflowFlags::new(layout.ring_len())?,
             forced: 0,
+            prepared: 0,
         })
     }
 

@@ -2,10 +2,7 @@
 //!
 //! [`History::insert_all`](super::History::insert_all) walks its ids in batches: the first
 //! buckets of a batch load while the previous batch is worked through, and an id found right
-//! after the previous one in the ring is a duplicate without a look at the index. Nothing else
-//! is fetched ahead: second buckets and duplicates' ring entries are needed by a few percent of
-//! new ids, and finding which (a pass over the batch's first buckets) cost more than the misses
-//! it overlapped, even in a history far larger than the caches. A new id is
+//! after the previous one in the ring is a duplicate without a look at the index. A new id is
 //! written at the ring's tail, then placed in the index ([`Tables::place`]): its first
 //! bucket's next slot (the round-robin fast path), else its second bucket's, else any free
 //! slot, else a slot freed by moving a resident from its first bucket to its second (cuckoo
@@ -13,6 +10,11 @@
 //! gives its slot up. Then the insertion is published, which makes the id live and, when full,
 //! evicts the oldest. Every step keeps the order readers rely on (see the module docs of
 //! `history` on concurrency).
+//!
+//! The lines the evictions to come will need are fetched ahead too: the ring's oldest
+//! entries, and the first buckets of those that had overflowed
+//! ([`Tables::prepare_evictions`]), a batch or two ahead. With that, an all-new insert into a
+//! history of 8,388,608 ids took 47 ns rather than 54 on the Intel Xeon VM.
 
 use alloc::vec::Vec;
 
@@ -23,6 +25,7 @@ use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
 use super::table::{BATCH, Tables};
 use super::{History, HistoryError, Inserted, Storage};
 use crate::bits::SetBits;
+use crate::prefetch::prefetch;
 use crate::sync::{AtomicU64, Ordering};
 
 /// How often (in fills of a bucket) the writer rebuilds the bucket's summary: every seven
@@ -197,14 +200,20 @@ impl<S: Storage> History<S> {
             s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
             let batch = &ids[k..end];
             if view.is_full() {
-                // The next evictions, in ring order: those that had overflowed will update
-                // their first bucket's count.
-                let ring = s.ring;
-                let (oldest, len) = (view.oldest(), view.ring as usize);
-                self.overflowed.for_each_set(oldest, batch.len(), len, |position| {
-                    // Ordering: Relaxed; the writer reads its own stores.
-                    s.prefetch_for_eviction(ring[position].load(Ordering::Relaxed));
-                });
+                // The evictions of this batch and the next, by the insertion numbers of the
+                // entries they evict (the oldest is `now - len`).
+                let oldest = view.now - u64::from(view.len);
+                let want = oldest + (batch.len() + BATCH).min(view.ring as usize) as u64;
+                if self.prepared < want {
+                    let from = self.prepared.max(oldest);
+                    s.prepare_evictions(
+                        view.oldest(),
+                        view.ring as usize,
+                        (from - oldest) as usize..(want - oldest) as usize,
+                        &self.overflowed,
+                    );
+                    self.prepared = want;
+                }
             }
             for (&id, &h) in batch.iter().zip(&current[offset..]) {
                 // Its home, from its mix: the second bucket, which a few percent of new ids
@@ -560,10 +569,35 @@ impl Tables<'_> {
         (overflowed, !due)
     }
 
-    /// Prefetches the first bucket of an id about to be evicted that had overflowed: its count
-    /// will go down.
-    pub(crate) fn prefetch_for_eviction(&self, evicted: u64) {
-        self.prefetch_bucket(self.home(evicted).first);
+    /// Prepares the evictions of the entries `ahead` (counted from the oldest, at ring position
+    /// `oldest`, of a ring of `len` entries) of a full history.
+    ///
+    /// An entry that had overflowed ([`OverflowFlags`]) will, when evicted, take its first
+    /// bucket's count down: that bucket is prefetched. Finding it reads the entry's id from the
+    /// ring, whose oldest entries were written a whole ring of insertions ago and are long out
+    /// of the caches; and the flags are sparse, so the hardware's stream prefetch does not
+    /// fetch those lines in time. So the ring's lines are prefetched a batch further ahead
+    /// still, for the reads of later batches.
+    #[inline(always)]
+    pub(crate) fn prepare_evictions(
+        &self,
+        oldest: usize,
+        len: usize,
+        ahead: core::ops::Range<usize>,
+        flags: &OverflowFlags,
+    ) {
+        let wrap = |p: usize| if p >= len { p - len } else { p };
+        // One entry per cache line of the ring (8 entries of 8 bytes).
+        let mut next = ahead.start + BATCH;
+        while next < (ahead.end + BATCH).min(len) {
+            prefetch(&self.ring[wrap(oldest + next)]);
+            next += 8;
+        }
+        flags.for_each_set(wrap(oldest + ahead.start), ahead.len(), len, |position| {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let evicted = self.ring[position].load(Ordering::Relaxed);
+            self.prefetch_bucket(self.home(evicted).first);
+        });
     }
 
     /// Empties every bucket.
