@@ -39,7 +39,9 @@
 //! prefix are then confirmed by sequential reads of the ring, without the index. Where the
 //! index is needed, lookups work through their ids in batches, prefetching the buckets and
 //! ring entries of a whole batch before using them, so that their cache misses overlap; inserts
-//! prefetch the first buckets of the next batch while they work through one.
+//! prefetch the first buckets of the next batch while they work through one, and the lines
+//! their evictions and, in histories too large for the caches, their duplicate checks will read
+//! (see `writer.rs`).
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
