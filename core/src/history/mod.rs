@@ -142,7 +142,9 @@ pub struct History<S: Storage = BoxStorage> {
     overflowed: OverflowFlags,
     forced: u64,
     /// The insertion number up to which the writer has prepared evictions: those of the
-    /// entries inserted before it (see `writer.rs`).
+    /// entries inserted before it (see `writer.rs`). Preparing is prefetching only: an entry
+    /// counted as prepared that was not (after a `clear` of a history of fewer than 64 ids,
+    /// say) only goes without its prefetch.
     prepared: u64,
 }
 
