@@ -22,12 +22,13 @@
 //!   in the next position and is overwritten by the next insertion: the spare entry lets a new
 //!   id be written while the id it evicts is still live for readers.
 //! - the **index**: 64-byte buckets of an 8-byte header and fourteen 32-bit slot words. A
-//!   slot word holds its id's ring position, its insertion epoch and a tag. An id goes to its
-//!   first bucket (chosen by a keyed mix of the id) if that has room, else to its second. The
-//!   header holds a small Bloom filter of the bucket's tags, which answers most lookups of
-//!   absent ids in one 8-byte read, and counts of the ids that overflowed, so lookups read the
-//!   second bucket only when needed. The index runs at 60% load: a full history costs 15.75
-//!   bytes per entry (ring, index, and one bit per entry recording which ids overflowed).
+//!   slot word holds its id's insertion number modulo three ring lengths (which gives its ring
+//!   position) and a tag. An id goes to its first bucket (chosen by a keyed mix of the id) if
+//!   that has room, else to its second. The header holds a small Bloom filter of the
+//!   bucket's tags, which answers most lookups of absent ids in one 8-byte read, and counts
+//!   of the ids that overflowed, so lookups read the second bucket only when needed. The
+//!   index runs at 60% load: a full history costs 15.75 bytes per entry (ring, index, and one
+//!   bit per entry recording which ids overflowed).
 //!
 //! Eviction writes nothing to the index: an evicted id's slot word names an insertion the ring
 //! has left behind, so every reader already treats it as empty and the next write to that
