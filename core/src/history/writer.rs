@@ -517,7 +517,9 @@ impl Tables<'_> {
             if overflows && !may_overflow {
                 break;
             }
-            let slot = self.any_free(bucket, view).or_else(|| {
+            // The first bucket has no free slot (`later_free` found none).
+            let free = if overflows { self.any_free(bucket, view) } else { None };
+            let slot = free.or_else(|| {
                 self.make_room(bucket, MOVE_DEPTH, view, flags)
                     .then(|| self.any_free(bucket, view))
                     .flatten()
