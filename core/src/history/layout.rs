@@ -281,18 +281,7 @@ pub(crate) struct Codec {
     tag_shift: u32,
     /// The summary bits of each tag value, for this capacity's tag width.
     masks: &'static [u64; 128],
-    /// Whether inserts prefetch what their duplicate checks will read: in histories of at
-    /// least [`LOOK_AHEAD_FROM`] ring entries (see `writer.rs`).
-    pub(crate) look_ahead: bool,
 }
-
-/// The ring length from which an insert prefetches, a batch at a time, the ring entries its
-/// duplicate checks will read (see `writer.rs`). Below it the ring and index fit in the caches
-/// and that pass over the batch costs more than it saves. On the Intel Xeon VM an all-new
-/// insert took, without the pass and with it: 17 and 21 ns at 131,072 ids; within half a
-/// nanosecond of each other (medians) at 1 and 2 Mi; 35 and 32 ns at 4 Mi; 48 and 38 ns at
-/// 8 Mi. A machine with smaller caches gains from a smaller size on.
-pub(crate) const LOOK_AHEAD_FROM: usize = 1 << 20;
 
 impl Codec {
     pub(crate) fn new(layout: &Layout) -> Self {
@@ -303,7 +292,6 @@ impl Codec {
             key_mask: (1 << tag_shift) - 1,
             tag_shift,
             masks: if u32::BITS - tag_shift >= 6 { &SPREAD_MASKS } else { &STAR_MASKS },
-            look_ahead: layout.ring_len() >= LOOK_AHEAD_FROM,
         }
     }
 

@@ -147,6 +147,9 @@ pub struct History<S: Storage = BoxStorage> {
     /// counted as prepared that was not (after a `clear` of a history of fewer than 64 ids,
     /// say) only goes without its prefetch.
     prepared: u64,
+    /// Whether inserts prefetch what their duplicate checks will read: in histories of at
+    /// least [`LOOK_AHEAD_FROM`](writer::LOOK_AHEAD_FROM) ring entries (see `writer.rs`).
+    look_ahead: bool,
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -219,6 +222,7 @@ impl<S: Storage> History<S> {
             overflowed: OverflowFlags::new(layout.ring_len())?,
             forced: 0,
             prepared: 0,
+            look_ahead: layout.ring_len() >= writer::LOOK_AHEAD_FROM,
         })
     }
 

@@ -182,7 +182,7 @@ fn overflow_counts_stay_exact_under_random_churn() {
         let capacity = 16 + (next() % 300) as usize;
         let mut h = History::with_capacity(capacity, next()).unwrap();
         // Every other case prefetches ahead as a history too large for the caches does.
-        crate::sync::Arc::get_mut(&mut h.shared).unwrap().codec.look_ahead = case % 2 == 1;
+        h.look_ahead = case % 2 == 1;
         // A small id domain makes duplicates and re-insertions common.
         let domain = 1 + next() % (3 * capacity as u64);
         for _ in 0..150 {
