@@ -450,9 +450,15 @@ impl Tables<'_> {
 
     /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
     fn live(&self, bucket: usize, view: &View) -> u32 {
-        (FIRST_SLOT..BUCKET_WORDS)
-            .filter(|&i| view.is_live(self.word(bucket, i)))
-            .fold(0, |mask, i| mask | 1 << i)
+        let mut mask = 0;
+        for (i, pair) in self.pairs(bucket).iter().enumerate().skip(1) {
+            // Ordering: Relaxed; the writer reads its own stores.
+            let pair = pair.load(Ordering::Relaxed);
+            // Branch-free: which slots are live is unpredictable.
+            mask |= u32::from(view.is_live(pair as u32)) << (2 * i);
+            mask |= u32::from(view.is_live((pair >> 32) as u32)) << (2 * i + 1);
+        }
+        mask
     }
 
     /// Any free slot of `bucket` (the slow path, after moves or forced evictions disturbed
