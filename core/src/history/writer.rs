@@ -46,8 +46,9 @@ const REBUILD_EVERY: usize = 7;
 const REBUILD_AT: u32 = rebuild_slots(REBUILD_EVERY);
 
 /// How many ids of a completion have their first buckets prefetched before its first id is
-/// looked up (see `insert`), and so form its first batch if that id is new: all of a short
-/// completion's, and enough of a long one's to overlap with that lookup's cache miss.
+/// looked up alone (see `insert`), and so form its first batch if that id is new: enough to
+/// overlap with that lookup's cache miss. A completion of at most this many ids is one batch
+/// from the start: the batch checks its first id anyway.
 const EARLY: usize = 8;
 
 /// The ring length from which an insert prefetches, a batch at a time, the ring entries its
@@ -178,15 +179,17 @@ impl<S: Storage> History<S> {
         // Ring position of the previous id (present or just inserted), for the ring walk.
         let mut position = None;
         let mut k = 0;
-        // The first id alone: if it is a duplicate, the ids after it are usually found by
-        // walking the ring, and batching them through the index would be wasted work. The
-        // first buckets of a few ids after it start loading meanwhile (all of a short
-        // completion's): they form the first batch if the first id is new, and were loaded for
-        // nothing if it is not. `mixed[i]` is the mix of `ids[ahead.start + i]`.
+        // The first id alone, in a completion of more than `EARLY` ids: if it is a duplicate,
+        // the ids after it are usually found by walking the ring, and batching them through
+        // the index would be wasted work. The first buckets of a few ids after it start
+        // loading meanwhile: they form the first batch if the first id is new, and were loaded
+        // for nothing if it is not. A shorter completion is that one batch from the start
+        // (looking its first id up alone only checked it twice). `mixed[i]` is the mix of
+        // `ids[ahead.start + i]`.
         let mut mixed = [0u64; BATCH];
         let mut ahead = 0..ids.len().min(EARLY);
         s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
-        if let Some(&id) = ids.first() {
+        if let Some(&id) = ids.first().filter(|_| ids.len() > EARLY) {
             let home = s.codec.home(mixed[0]);
             if let Some(word) =
                 s.header(home.first).admits(home.bits).then(|| s.find(id, &home, &view)).flatten()
