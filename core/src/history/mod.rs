@@ -150,6 +150,10 @@ pub struct History<S: Storage = BoxStorage> {
     /// Whether inserts prefetch what their duplicate checks will read: in histories of at
     /// least [`LOOK_AHEAD_FROM`](writer::LOOK_AHEAD_FROM) ring entries (see `writer.rs`).
     look_ahead: bool,
+    /// `insert`'s mixes of the ids of the batch it works through and of the next batch, which
+    /// load meanwhile: kept here, so that a call (often of a few ids) neither zeroes nor copies
+    /// them.
+    mixes: [[u64; table::BATCH]; 2],
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -223,6 +227,7 @@ impl<S: Storage> History<S> {
             forced: 0,
             prepared: 0,
             look_ahead: layout.ring_len() >= writer::LOOK_AHEAD_FROM,
+            mixes: [[0; table::BATCH]; 2],
         })
     }
 

@@ -150,7 +150,9 @@ impl OverflowFlags {
     ) {
         let before_wrap = n.min(len - start);
         self.for_each_set_in(start, start + before_wrap, &mut f);
-        self.for_each_set_in(0, n - before_wrap, &mut f);
+        if n > before_wrap {
+            self.for_each_set_in(0, n - before_wrap, &mut f);
+        }
     }
 
     fn for_each_set_in(&self, from: usize, to: usize, f: &mut impl FnMut(usize)) {
@@ -184,13 +186,14 @@ impl<S: Storage> History<S> {
         // the index would be wasted work. The first buckets of a few ids after it start
         // loading meanwhile: they form the first batch if the first id is new, and were loaded
         // for nothing if it is not. A shorter completion is that one batch from the start
-        // (looking its first id up alone only checked it twice). `mixed[i]` is the mix of
-        // `ids[ahead.start + i]`.
-        let mut mixed = [0u64; BATCH];
+        // (looking its first id up alone only checked it twice). `loading[i]` is the mix of
+        // `ids[ahead.start + i]`; `current` holds the mixes of the batch being worked through.
+        let [loading, current] = &mut self.mixes;
+        let (mut loading, mut current) = (loading, current);
         let mut ahead = 0..ids.len().min(EARLY);
-        s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+        s.mix_and_prefetch(&ids[ahead.clone()], loading);
         if let Some(&id) = ids.first().filter(|_| ids.len() > EARLY) {
-            let home = s.codec.home(mixed[0]);
+            let home = s.codec.home(loading[0]);
             if let Some(word) =
                 s.header(home.first).admits(home.bits).then(|| s.find(id, &home, &view)).flatten()
             {
@@ -209,14 +212,14 @@ impl<S: Storage> History<S> {
             if !ahead.contains(&k) {
                 // The ring walk went past the ids already loading: this batch starts at `k`.
                 ahead = k..ids.len().min(k + BATCH);
-                s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+                s.mix_and_prefetch(&ids[ahead.clone()], loading);
             }
-            let end = ahead.end;
-            // This batch's mixes, before the next batch's take their place.
-            let (current, offset) = (mixed, k - ahead.start);
-            // The next batch's first buckets start loading while this one is worked through.
+            let (end, offset) = (ahead.end, k - ahead.start);
+            // This batch's mixes become `current` (the two arrays swap places, no copy), and
+            // the next batch's first buckets start loading while this one is worked through.
+            core::mem::swap(&mut loading, &mut current);
             ahead = end..ids.len().min(end + BATCH);
-            s.mix_and_prefetch(&ids[ahead.clone()], &mut mixed);
+            s.mix_and_prefetch(&ids[ahead.clone()], loading);
             let batch = &ids[k..end];
             if view.is_full() {
                 // The evictions of this batch and the next, by the insertion numbers of the
