@@ -154,6 +154,8 @@ pub struct History<S: Storage = BoxStorage> {
     /// load meanwhile: kept here, so that a call (often of a few ids) neither zeroes nor copies
     /// them.
     mixes: [[u64; table::BATCH]; 2],
+    /// The buckets whose summary rebuilds `insert` has put off to its batch's end.
+    due: writer::Due,
 }
 
 /// A lock-free, read-only handle on a [`History`], for other threads. Cheap to clone.
@@ -228,6 +230,7 @@ impl<S: Storage> History<S> {
             prepared: 0,
             look_ahead: layout.ring_len() >= writer::LOOK_AHEAD_FROM,
             mixes: [[0; table::BATCH]; 2],
+            due: writer::Due::new(),
         })
     }
 
