@@ -598,6 +598,11 @@ impl View {
     /// Whether `word` names the entry that currently occupies its ring position: its key lies
     /// in the live interval (see the [type docs](View)). The word 0, an empty slot, is never
     /// live.
+    #[inline(always)]
+    pub(crate) fn is_live(&self, word: u32) -> bool {
+        (word != 0) & self.in_interval(word)
+    }
+
     /// [`is_live`](Self::is_live) without its test for the empty slot: the word 0 passes
     /// whenever key 0 lies in the live interval. For summary rebuilds, where an empty slot
     /// taken for live only adds a pair of bits, and empty slots are rare once a bucket's
@@ -605,11 +610,6 @@ impl View {
     #[inline(always)]
     pub(crate) fn in_interval(&self, word: u32) -> bool {
         (word.wrapping_sub(self.first_key) & self.key_mask) < self.keys
-    }
-
-    #[inline(always)]
-    pub(crate) fn is_live(&self, word: u32) -> bool {
-        (word != 0) & ((word.wrapping_sub(self.first_key) & self.key_mask) < self.keys)
     }
 }
 

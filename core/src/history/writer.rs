@@ -447,7 +447,7 @@ impl Tables<'_> {
 
     /// Rebuilds `bucket`'s summary from its slots live under `view`, plus `bits`.
     #[inline(never)]
-    pub(super) fn rebuild(&self, bucket: usize, view: &View, bits: u64) {
+    fn rebuild(&self, bucket: usize, view: &View, bits: u64) {
         let header = self.header(bucket);
         self.store_header(bucket, header.with_summary(self.summary(bucket, header, view) | bits));
     }
