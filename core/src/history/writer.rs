@@ -118,6 +118,13 @@ impl Due {
         self.buckets[self.len % BATCH] = bucket;
         self.len += usize::from(due);
     }
+
+    /// The buckets noted since the last call, oldest first; empties the list.
+    #[inline(always)]
+    fn take(&mut self) -> &[usize] {
+        let len = core::mem::take(&mut self.len);
+        &self.buckets[..len]
+    }
 }
 
 /// The writer's record of which ring positions hold an id that sits in its second bucket,
@@ -300,10 +307,9 @@ impl<S: Storage> History<S> {
                 );
             }
             // The summaries that fell due, from what is live now.
-            for &bucket in &self.due.buckets[..self.due.len] {
+            for &bucket in self.due.take() {
                 s.rebuild(bucket, &view, 0);
             }
-            self.due.len = 0;
             k += batch.len();
         }
         // Each new id evicted one exactly when the ring was full: those beyond the room left.
@@ -804,8 +810,8 @@ mod tests {
             }
             let want: Vec<usize> =
                 notes.iter().filter(|(_, is_due)| *is_due).map(|&(b, _)| b).collect();
-            assert_eq!(due.buckets[..due.len], want[..], "case {case}");
-            due.len = 0;
+            assert_eq!(due.take(), &want[..], "case {case}");
+            assert!(due.take().is_empty(), "case {case}");
         }
     }
 
