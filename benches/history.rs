@@ -18,8 +18,10 @@
 //!
 //! `cargo bench -p kvreuse-benches --bench history`. `KVREUSE_BENCH_CAPACITIES` (a
 //! comma-separated list, default `131072,8388608`) measures other sizes; the bars are those of
-//! the nearer default size. The machine's CPU model and caches are printed with the tables:
-//! the ratios depend on them (memory latency is what kvreuse's layout hides).
+//! the nearer default size. The machine's CPU model and caches are printed with the tables,
+//! and the latency of a dependent random read from arrays of 1 to 256 MiB, measured in the run:
+//! the ratios depend on them (memory latency is what kvreuse's layout hides), and a VM's caches
+//! can hold less than `lscpu` reports, differently from one session to the next.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -173,6 +175,8 @@ fn main() {
     let scale = if smoke { 1 } else { 20 };
     let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale)).collect();
     println!("\n{}", kvreuse_benches::machine());
+    // (A smoke run probes the small sizes only: the largest array takes a second and 256 MiB.)
+    println!("{}", kvreuse_benches::memory_latency(if smoke { 4 << 20 } else { 256 << 20 }));
     for table in tables {
         println!("{table}");
     }

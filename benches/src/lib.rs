@@ -87,3 +87,43 @@ pub fn machine() -> String {
         .collect();
     format!("machine: {model}, {cpus} CPUs; caches: {}", caches.join(", "))
 }
+
+/// The time of one dependent random read from arrays of a few sizes (a pointer chase over the
+/// array's cache lines in a random cycle, 4 KiB pages), measured now, for the table: what a
+/// VM's caches really hold can differ from what `lscpu` reports, and from one session to the
+/// next on the same reported CPU, and the history benches' ratios follow it. Arrays of 1 MiB
+/// up to `largest` bytes, each four times the last.
+pub fn memory_latency(largest: usize) -> String {
+    const LINE: usize = 8; // u64 words per 64-byte cache line
+    let probes: Vec<String> = core::iter::successors(Some(1usize << 20), |b| Some(b * 4))
+        .take_while(|&bytes| bytes <= largest)
+        .map(|bytes| {
+            let lines = bytes / 64;
+            // The lines in a random order (Fisher-Yates), each pointing to the next: one
+            // cycle through all of them.
+            let mut order: Vec<usize> = (0..lines).collect();
+            let mut rng = SplitMix64::new(bytes as u64);
+            for i in (1..lines).rev() {
+                order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+            }
+            let mut next = vec![0u64; lines * LINE];
+            for (i, &line) in order.iter().enumerate() {
+                next[line * LINE] = order[(i + 1) % lines] as u64;
+            }
+            let chase = |steps: usize, mut at: usize| {
+                for _ in 0..steps {
+                    at = next[at * LINE] as usize;
+                }
+                at
+            };
+            // Once round the cycle first (the pages become resident), then timed.
+            let at = chase(lines, 0);
+            let steps = 2_000_000;
+            let start = std::time::Instant::now();
+            std::hint::black_box(chase(steps, at));
+            let ns = start.elapsed().as_secs_f64() / steps as f64 * 1e9;
+            format!("{} MiB {ns:.0} ns", bytes >> 20)
+        })
+        .collect();
+    format!("one dependent random read (measured now): {}", probes.join(", "))
+}
