@@ -154,7 +154,8 @@ pub struct History<S: Storage = BoxStorage> {
     /// load meanwhile: kept here, so that a call (often of a few ids) neither zeroes nor copies
     /// them.
     mixes: [[u64; table::BATCH]; 2],
-    /// The buckets whose summary rebuilds `insert` has put off to its batch's end.
+    /// The buckets whose summary rebuilds `insert` has put off to the start of its next batch
+    /// (in this call or the next).
     due: writer::Due,
 }
 
@@ -268,6 +269,8 @@ impl<S: Storage> History<S> {
         s.start.store(self.start, Ordering::Relaxed);
         fence(Ordering::Release);
         s.tables().clear();
+        // Rebuilds still due would only rewrite emptied buckets.
+        self.due = writer::Due::new();
         self.overflowed.clear();
         self.view = View::new(self.view.now, self.start, self.capacity());
     }
