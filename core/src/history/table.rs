@@ -110,11 +110,19 @@ impl<S: Storage> Shared<S> {
         let mut position = None;
         let mut k = 0;
         while k < ids.len() {
-            if let Some(found) = position.and_then(|p| self.tables().walk(p, ids[k], view)) {
-                shortest_life = shortest_life.min(view.capacity - 1 - view.age_at(found));
-                position = Some(found);
-                k += 1;
-                continue;
+            if let Some(p) = position {
+                let run = self.tables().run(p, &ids[k..], view);
+                if run > 0 {
+                    // The run's first entry is its oldest: the one with the shortest life.
+                    let oldest = view.age_at(view.next_position(p));
+                    shortest_life = shortest_life.min(view.capacity - 1 - oldest);
+                    k += run;
+                    if k == ids.len() {
+                        break;
+                    }
+                }
+                // `ids[k]` is not in the next entry: it goes through the index, which then
+                // gives the position to walk from.
             }
             if k == 0 {
                 // The first id alone, without batch arrays to set up: a lookup whose first id is
@@ -257,6 +265,13 @@ impl Scan {
     }
 }
 
+/// How many leading `entries` hold the leading `ids`, one by one.
+#[inline(always)]
+fn matching(entries: &[AtomicU64], ids: &[u64]) -> usize {
+    // Ordering: Acquire, like every ring read (see `Tables::holds`).
+    entries.iter().zip(ids).take_while(|(entry, id)| entry.load(Ordering::Acquire) == **id).count()
+}
+
 impl Tables<'_> {
     #[inline(always)]
     pub(crate) fn home(&self, id: u64) -> Home {
@@ -387,17 +402,42 @@ impl Tables<'_> {
     ///
     /// This is the common case for prefix lookups: a completion inserts its new block ids in
     /// order, so the blocks of a prompt that shares that prefix usually sit in consecutive ring
-    /// positions, and confirming each after the first takes one sequential read.
+    /// positions, and confirming each after the first takes one sequential read. Where more
+    /// ids follow, [`run`](Self::run) confirms them all in one loop.
     #[inline(always)]
     pub(crate) fn walk(&self, position: usize, id: u64, view: &View) -> Option<usize> {
         let next = view.next_position(position);
-        let ring = self.ring;
-        // Keep the sequential reads a cache line ahead of the walk.
-        if let Some(ahead) = ring.get(next + 8) {
-            prefetch(ahead);
-        }
         // Ordering: Acquire, like every ring read (see `holds`).
-        (view.age_at(next) < view.len && ring[next].load(Ordering::Acquire) == id).then_some(next)
+        (view.age_at(next) < view.len && self.ring[next].load(Ordering::Acquire) == id)
+            .then_some(next)
+    }
+
+    /// How many leading `ids` the ring holds, live, in the entries right after `position`:
+    /// exactly as many as [`walk`](Self::walk) would confirm one after another, in a loop of
+    /// a load and a compare per id.
+    ///
+    /// The entries written after a live entry are all live, so one bound, taken up front,
+    /// serves the whole run: as many entries as were written after `position`'s (none when
+    /// `position`'s was not live, unless it was the one just evicted, whose successor is the
+    /// oldest live entry).
+    #[inline(always)]
+    pub(crate) fn run(&self, position: usize, ids: &[u64], view: &View) -> usize {
+        let newer = view.age_at(position);
+        let n = if newer <= view.len { ids.len().min(newer as usize) } else { 0 };
+        let start = view.next_position(position);
+        let ring = self.ring;
+        // The run's entries, in at most two pieces (the ring wraps).
+        let first = &ring[start..ring.len().min(start + n)];
+        let second = &ring[..n - first.len()];
+        // No prefetches: the loop's loads do not depend on each other and its branches are
+        // predicted to match, so the processor issues the loads of the lines ahead on its own.
+        // (Prefetching the run's later lines up front, as the single-step walk did, took 1 to
+        // 3 instructions per id more, and was no faster at 8,388,608 ids on the AMD EPYC VM.)
+        let found = matching(first, ids);
+        if found < first.len() {
+            return found;
+        }
+        found + matching(second, &ids[found..])
     }
 
     /// Prefetches what a writer's duplicate check of an id with `home`, which its first

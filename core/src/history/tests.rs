@@ -284,3 +284,48 @@ fn a_repeated_prefix_of_any_length_then_new_ids() {
         assert_eq!(h.seen_prefix_len(&completion), completion.len(), "{repeated}");
     }
 }
+
+/// `run` confirms exactly the ids that repeated `walk`s would, from every ring position
+/// (live, just evicted, never written), for runs that match, stop early, wrap round the ring's
+/// end or reach past the newest entry: in a filling history, a full one and one after `clear`.
+#[test]
+fn a_run_confirms_what_repeated_walks_would() {
+    let capacity = 11;
+    let mut h = history(capacity);
+    let ring_len = h.layout().ring_len();
+    let check = |h: &History| {
+        let t = h.shared.tables();
+        let ring: Vec<u64> =
+            t.ring.iter().map(|entry| entry.load(core::sync::atomic::Ordering::Relaxed)).collect();
+        for position in 0..ring_len {
+            // The ring's own entries after `position`, then a stranger (or one changed midway).
+            for len in 0..=ring_len + 1 {
+                for wrong_at in [None, Some(0), Some(len / 2)] {
+                    let mut ids: Vec<u64> =
+                        (1..=len).map(|i| ring[(position + i) % ring_len]).collect();
+                    if let Some(at) = wrong_at.filter(|&at| at < len) {
+                        ids[at] = u64::MAX;
+                    }
+                    let mut walked = 0;
+                    let mut p = position;
+                    while let Some(next) = ids.get(walked).and_then(|&id| t.walk(p, id, &h.view)) {
+                        (p, walked) = (next, walked + 1);
+                    }
+                    assert_eq!(t.run(position, &ids, &h.view), walked, "{position} {ids:?}");
+                }
+            }
+        }
+    };
+    check(&h);
+    let mut next = 100u64;
+    for round in 0..30 {
+        let ids: Vec<u64> = (next..next + round % 4 + 1).collect();
+        next += ids.len() as u64;
+        h.insert_all(&ids);
+        check(&h);
+        if round == 20 {
+            h.clear();
+            check(&h);
+        }
+    }
+}

@@ -245,11 +245,16 @@ impl<S: Storage> History<S> {
         }
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
-            // without the index (see `Tables::walk`).
-            if let Some(found) = position.and_then(|p| s.walk(p, ids[k], &view)) {
-                position = Some(found);
-                k += 1;
-                continue;
+            // without the index (see `Tables::run`).
+            if let Some(p) = position {
+                let run = s.run(p, &ids[k..], &view);
+                if run > 0 {
+                    position = Some(view.position_after(p, run));
+                    k += run;
+                    if k == ids.len() {
+                        break;
+                    }
+                }
             }
             if !ahead.contains(&k) {
                 // The ring walk went past the ids already loading: this batch starts at `k`.
