@@ -595,13 +595,6 @@ impl View {
         if position + 1 == self.ring as usize { 0 } else { position + 1 }
     }
 
-    /// The ring position `n` entries after `position`, for `n` below the ring's length.
-    #[inline(always)]
-    pub(crate) fn position_after(&self, position: usize, n: usize) -> usize {
-        let after = position + n;
-        if after >= self.ring as usize { after - self.ring as usize } else { after }
-    }
-
     /// Whether `word` names the entry that currently occupies its ring position: its key lies
     /// in the live interval (see the [type docs](View)). The word 0, an empty slot, is never
     /// live.

@@ -88,8 +88,9 @@ impl<S: Storage> Shared<S> {
     /// The leading run of `ids` present under `view`, and the fewest insertions that could
     /// overwrite an entry it relied on (for a concurrent reader's re-check).
     ///
-    /// Each id is first tried by walking the ring from the previous one's position. Where the
-    /// walk breaks, ids go through the index: the very first alone, later ones in batches.
+    /// The ids after a found one are first tried against the ring's entries after its position
+    /// ([`Tables::run`]). Where the run breaks, ids go through the index: the very first alone,
+    /// later ones in batches.
     ///
     /// On `Shared`, not on the [`Tables`]: each step takes the tables afresh, which keeps
     /// the compiler from copying all of them to the stack up front (a lookup usually needs
@@ -110,19 +111,12 @@ impl<S: Storage> Shared<S> {
         let mut position = None;
         let mut k = 0;
         while k < ids.len() {
-            if let Some(p) = position {
-                let run = self.tables().run(p, &ids[k..], view);
-                if run > 0 {
-                    // The run's first entry is its oldest: the one with the shortest life.
-                    let oldest = view.age_at(view.next_position(p));
-                    shortest_life = shortest_life.min(view.capacity - 1 - oldest);
-                    k += run;
-                    if k == ids.len() {
-                        break;
-                    }
-                }
-                // `ids[k]` is not in the next entry: it goes through the index, which then
-                // gives the position to walk from.
+            if let Some(p) = position.take() {
+                // The run's entries were written after `p`'s, whose life is counted already:
+                // they live longer. Where it stops, `ids[k]` is not in the next entry: it goes
+                // through the index, which then gives the position to walk from.
+                k += self.tables().run(p, &ids[k..], view);
+                continue;
             }
             if k == 0 {
                 // The first id alone, without batch arrays to set up: a lookup whose first id is

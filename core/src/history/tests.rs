@@ -300,11 +300,21 @@ fn a_run_confirms_what_repeated_walks_would() {
         for position in 0..ring_len {
             // The ring's own entries after `position`, then a stranger (or one changed midway).
             for len in 0..=ring_len + 1 {
-                for wrong_at in [None, Some(0), Some(len / 2)] {
+                // As the ring has them; with a stranger at `at`; or going on from the ring's
+                // position 0 at `at`, as if the run had wrapped there.
+                let variants =
+                    [None, Some((0, false)), Some((len / 2, false)), Some((len / 2, true))];
+                for variant in variants {
                     let mut ids: Vec<u64> =
                         (1..=len).map(|i| ring[(position + i) % ring_len]).collect();
-                    if let Some(at) = wrong_at.filter(|&at| at < len) {
-                        ids[at] = u64::MAX;
+                    match variant {
+                        Some((at, false)) if at < len => ids[at] = u64::MAX,
+                        Some((at, true)) => {
+                            for (i, id) in ids.iter_mut().enumerate().skip(at) {
+                                *id = ring[(i - at) % ring_len];
+                            }
+                        }
+                        _ => {}
                     }
                     let mut walked = 0;
                     let mut p = position;
@@ -326,6 +336,38 @@ fn a_run_confirms_what_repeated_walks_would() {
         if round == 20 {
             h.clear();
             check(&h);
+        }
+    }
+}
+
+/// A prefix reports, for a reader's re-check, the shortest life among the entries it relied
+/// on: `capacity - 1 - age` of the oldest id it found, whether it found it by walking the ring
+/// or through the index; `u32::MAX` when it found none.
+#[test]
+fn a_prefix_reports_the_shortest_life_of_what_it_found() {
+    let capacity = 40;
+    let mut h = history(capacity);
+    // Completions of 7, some ids repeated, so that the ring holds runs broken in places.
+    for start in (0..90u64).step_by(7) {
+        let ids: Vec<u64> = (start..start + 7).chain([start / 2]).collect();
+        h.insert_all(&ids);
+    }
+    let present: Vec<u64> = h.oldest_first().collect();
+    let age = |id: u64| present.len() - 1 - present.iter().position(|&p| p == id).unwrap();
+    let life = |ids: &[u64]| {
+        ids.iter().map(|&id| (capacity - 1 - age(id)) as u32).min().unwrap_or(u32::MAX)
+    };
+    for start in 0..present.len() {
+        for len in 0..=12.min(present.len() - start) {
+            let run = &present[start..start + len];
+            // In ring order (walked), backwards (each through the index), then an absent id.
+            let backwards: Vec<u64> = run.iter().rev().copied().collect();
+            for ids in [run.to_vec(), backwards] {
+                let mut ids = ids;
+                assert_eq!(h.shared.prefix(&ids, &h.view, None), (len, life(&ids)), "{ids:?}");
+                ids.push(1_000_000);
+                assert_eq!(h.shared.prefix(&ids, &h.view, None), (len, life(&ids[..len])));
+            }
         }
     }
 }

@@ -245,16 +245,11 @@ impl<S: Storage> History<S> {
         }
         while k < ids.len() {
             // Ids that sit right after the previous one in the ring are duplicates, found
-            // without the index (see `Tables::run`).
-            if let Some(p) = position {
-                let run = s.run(p, &ids[k..], &view);
-                if run > 0 {
-                    position = Some(view.position_after(p, run));
-                    k += run;
-                    if k == ids.len() {
-                        break;
-                    }
-                }
+            // without the index (see `Tables::run`). Where the run stops, the next id is not
+            // in the next entry, so the batch starts without a position to walk from.
+            if let Some(p) = position.take() {
+                k += s.run(p, &ids[k..], &view);
+                continue;
             }
             if !ahead.contains(&k) {
                 // The ring walk went past the ids already loading: this batch starts at `k`.
