@@ -298,7 +298,6 @@ fn a_run_confirms_what_repeated_walks_would() {
         let ring: Vec<u64> =
             t.ring.iter().map(|entry| entry.load(core::sync::atomic::Ordering::Relaxed)).collect();
         for position in 0..ring_len {
-            // The ring's own entries after `position`, then a stranger (or one changed midway).
             for len in 0..=ring_len + 1 {
                 // As the ring has them; with a stranger at `at`; or going on from the ring's
                 // position 0 at `at`, as if the run had wrapped there.
@@ -362,8 +361,7 @@ fn a_prefix_reports_the_shortest_life_of_what_it_found() {
             let run = &present[start..start + len];
             // In ring order (walked), backwards (each through the index), then an absent id.
             let backwards: Vec<u64> = run.iter().rev().copied().collect();
-            for ids in [run.to_vec(), backwards] {
-                let mut ids = ids;
+            for mut ids in [run.to_vec(), backwards] {
                 assert_eq!(h.shared.prefix(&ids, &h.view, None), (len, life(&ids)), "{ids:?}");
                 ids.push(1_000_000);
                 assert_eq!(h.shared.prefix(&ids, &h.view, None), (len, life(&ids[..len])));
