@@ -392,12 +392,8 @@ impl Tables<'_> {
     }
 
     /// If the ring entry after `position` holds `id` and is live, its position: `id` is then
-    /// present without a look at the index.
-    ///
-    /// This is the common case for prefix lookups: a completion inserts its new block ids in
-    /// order, so the blocks of a prompt that shares that prefix usually sit in consecutive ring
-    /// positions, and confirming each after the first takes one sequential read. Where more
-    /// ids follow, [`run`](Self::run) confirms them all in one loop.
+    /// present without a look at the index. One id at a time, for the writer's batches, where
+    /// each id may be new; a run of ids goes through [`run`](Self::run).
     #[inline(always)]
     pub(crate) fn walk(&self, position: usize, id: u64, view: &View) -> Option<usize> {
         let next = view.next_position(position);
@@ -409,6 +405,10 @@ impl Tables<'_> {
     /// How many leading `ids` the ring holds, live, in the entries right after `position`:
     /// exactly as many as [`walk`](Self::walk) would confirm one after another, in a loop of
     /// a load and a compare per id.
+    ///
+    /// This is the common case for prefix lookups: a completion inserts its new block ids in
+    /// order, so the blocks of a prompt that shares that prefix usually sit in consecutive ring
+    /// positions, and confirming each after the first takes one sequential read.
     ///
     /// The entries written after a live entry are all live, so one bound, taken up front,
     /// serves the whole run: as many entries as were written after `position`'s (none when
