@@ -332,7 +332,7 @@ impl<S: Storage> HistoryReader<S> {
         // Ordering: Acquire pairs with the writer's Release stores of both counts.
         let now = s.now.load(Ordering::Acquire);
         let start = s.start.load(Ordering::Acquire);
-        View::new(now, start.min(now), s.layout.capacity())
+        View::reader(now, start.min(now), &s.codec)
     }
 
     /// The number of leading `ids` that are all present (stops at the first miss). Does not
