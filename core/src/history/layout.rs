@@ -141,11 +141,13 @@ impl Mixer {
     }
 }
 
-/// A bucket's tag summary is a small Bloom filter: 44 bits in four groups of 11, one group per
+/// A bucket's tag summary is a small Bloom filter: 48 bits in four groups of 12, one group per
 /// overflow class. An id sets two bits of its class's group, both a function of the 7 low bits
 /// of its tag (the part every slot word keeps), so the writer can rebuild a summary from the
-/// slot words alone.
-pub(crate) const SUMMARY_BITS: u32 = 44;
+/// slot words alone. In histories of 131,072 and 1,048,576 random ids filled 30 times over,
+/// 21.3-21.4% of 400,000 random absent ids passed the summaries, against 23.3-23.4% with 44
+/// bits in groups of 11 (when overflow counts took 4 bits each; see `bucket.rs`).
+pub(crate) const SUMMARY_BITS: u32 = 48;
 
 /// How many classes the ids overflowing one bucket are counted in.
 pub(crate) const CLASSES: u32 = 4;
@@ -153,7 +155,7 @@ pub(crate) const CLASSES: u32 = 4;
 /// Summary bits per class.
 pub(crate) const GROUP: u32 = SUMMARY_BITS / CLASSES;
 
-/// Pairs of bits of a group an id's summary bits may be: of the 55, the 32 that the 7 low
+/// Pairs of bits of a group an id's summary bits may be: of the 66, the 32 that the 7 low
 /// bits of a tag (four classes, so 32 values per class) can name.
 const PAIRS_USED: usize = 128 / CLASSES as usize;
 

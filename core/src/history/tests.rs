@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 
 use super::*;
+use layout::CLASSES;
 use writer::OverflowFlags;
 
 fn history(capacity: usize) -> History {
@@ -200,8 +201,9 @@ fn overflow_counts_stay_exact_under_random_churn() {
     }
 }
 
-/// Ids crowded into a few buckets: moves and forced evictions happen all the time, and the
-/// overflow counts must still match their flagged entries.
+/// Ids crowded into a few buckets: moves and forced evictions happen all the time, overflow
+/// counts reach their largest value (and refuse more ids), and they must still match their
+/// flagged entries.
 #[test]
 fn overflow_counts_stay_exact_when_buckets_are_crowded() {
     let capacity = 200;
@@ -217,6 +219,7 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
     drop(h);
     let mut h = history(capacity);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut saturated = false;
     for _ in 0..2000 {
         rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         let start = (rng >> 33) as usize % crowd.len();
@@ -224,8 +227,11 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
         let ids: Vec<u64> = crowd.iter().cycle().skip(start).take(n).copied().collect();
         h.insert_all(&ids);
         h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
+        let t = h.shared.tables();
+        saturated |= (0..2).any(|b| (0..CLASSES).any(|class| !t.header(b).can_count(class)));
     }
     assert!(h.forced_evictions() > 0);
+    assert!(saturated, "no overflow count reached its largest value");
 }
 
 /// At full load the bucket summaries must rule out most absent ids on their own; that is
