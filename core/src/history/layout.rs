@@ -184,7 +184,8 @@ const fn summary_masks(star: u32) -> [u64; 128] {
     masks
 }
 
-/// For tags of at least 6 bits (16 or more values per class): pairs of evenly used bits.
+/// For tags of at least 6 bits (16 or more values per class): pairs of evenly used bits. Codecs
+/// use it as it is from 8 bits up; 6 and 7 bits get [`NARROW_MASKS`] built from it.
 static SPREAD_MASKS: [u64; 128] = summary_masks(0);
 
 /// For tags of 5 bits or fewer (8 or fewer values per class): the first 8 pairs share a bit.
@@ -199,7 +200,9 @@ const NARROW_WIDTHS: core::ops::Range<u32> = 3..8;
 /// than its tag's value (see [`Codec::id_bits`]): entry `i` is the masks' entry for the tag that
 /// [`Codec::tag_of`] makes of those bits, `i`'s low `width` bits, or the top tag bit alone
 /// where they are all zero. Entries of actual tag values are the masks' own, so the same table
-/// serves slot words.
+/// serves slot words. (Entry 0 also serves the empty word, whose bits a summary rebuild takes
+/// when key 0 is live: it now sets the fixed-up tag's pair rather than one no id used. No answer
+/// depends on which bits an empty word sets.)
 const fn narrow_masks(width: u32) -> [u64; 128] {
     let masks = if width >= 6 { summary_masks(0) } else { summary_masks(8) };
     let mut table = [0u64; 128];
@@ -500,7 +503,8 @@ pub(crate) struct View {
 }
 
 impl View {
-    /// The writer's view after `now` insertions, the last `now - start` of them kept.
+    /// The writer's view after `now` insertions, the last `now - start` of them kept (at most
+    /// `capacity`).
     pub(crate) fn new(now: u64, start: u64, capacity: usize) -> Self {
         let view = View::at(now, start, capacity, (1 << key_bits(capacity)) - 1);
         View {
@@ -512,7 +516,8 @@ impl View {
 
     /// A reader's view: the writer's, without what only moving it on needs (`calm`,
     /// `filling`), and with the codec's key mask rather than working it out: 37 fewer
-    /// instructions per lookup that reads the ring's state (`scripts/bench-instructions`).
+    /// instructions per lookup that reads the ring's state (`scripts/bench-instructions`, whose
+    /// present lookups of 34 ids went from 22.0 to 20.9 instructions per id).
     /// Readers never call [`advance`](View::advance).
     #[inline(always)]
     pub(crate) fn reader(now: u64, start: u64, codec: &Codec) -> Self {
