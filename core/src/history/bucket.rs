@@ -120,9 +120,11 @@ impl Header {
         Header(self.0 & !SUMMARY | summary)
     }
 
-    /// With one more overflowed id of `class`, whose summary `bits` are set.
+    /// With one more overflowed id of `class`, whose summary `bits` are set. The count must
+    /// have room ([`can_count`](Self::can_count)).
     #[inline(always)]
     pub(crate) fn counted(self, class: u32, bits: u64) -> Header {
+        debug_assert!(self.can_count(class), "overflow count of class {class} is full");
         Header((self.0 + (1 << (COUNT_SHIFT + COUNT_BITS * class))) | bits)
     }
 

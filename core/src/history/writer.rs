@@ -62,7 +62,16 @@ const EARLY: usize = 8;
 pub(crate) const LOOK_AHEAD_FROM: usize = 1 << 20;
 
 /// How deep the writer searches for a chain of moves that frees a slot.
+///
+/// No deeper than 2, or overflow counts could pass their largest value. A chain's second step
+/// only looks for a free slot, so a chain never comes back to the full bucket it starts from,
+/// and the one count a move adds there is the one that [`may_overflow`](Tables::may_overflow)
+/// allowed when the move's candidates were collected. A chain of three could come back: it
+/// would move another resident of that bucket out first, counted in the same class, and a
+/// count at its largest value would carry into the next field (`Header::counted` asserts it
+/// does not, in debug builds).
 const MOVE_DEPTH: u32 = 2;
+const _: () = assert!(MOVE_DEPTH <= 2);
 
 /// A bucket's next slot, free, as [`Tables::next_free`] read it: the bucket's header, the slot,
 /// and the 64-bit word holding it and its neighbour, which filling it rewrites.
