@@ -33,6 +33,8 @@ def parse(path):
             lines = f.read().splitlines()
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror}")
+    except UnicodeDecodeError:
+        fail(f"{path} is not text (not UTF-8): not the output of the history bench")
     machine, latency, tables, capacity, header = None, {}, {}, None, None
     for line in lines:
         if line.startswith("machine: "):
@@ -54,6 +56,9 @@ def parse(path):
                 tables[capacity].append((cells[0], cells[1], cells[2:]))
     if machine is None or not tables:
         fail(f"{path} is not the output of the history bench (no machine line or no table)")
+    for capacity, rows in tables.items():
+        if not rows:
+            fail(f"{path}: the table of {capacity} ids has no rows (cut short?)")
     return machine, latency, tables
 
 
@@ -66,7 +71,8 @@ def number(cell, path, row):
 
 
 def rate(value):
-    """Three significant digits, as the README's tables give rates."""
+    """At most three significant digits, trailing zeros dropped ("%.3g"), as the README's
+    tables give rates: 24.0 is "24", 0.500 is "0.5"."""
     return f"{value:.3g}"
 
 
@@ -74,9 +80,16 @@ def combine(paths):
     outputs = [parse(p) for p in paths]
     machine = outputs[0][0]
     capacities = list(outputs[0][2])
-    for path, (_, _, tables) in zip(paths, outputs):
+    for path, (other, _, tables) in zip(paths, outputs):
+        if other != machine:
+            # Ratios from different machines do not combine (see the README on the two VMs).
+            fail(f"{path} ran on another machine than {paths[0]}:\n  {other}\n  {machine}")
         if list(tables) != capacities:
             fail(f"{path} measured capacities {list(tables)}, {paths[0]} {capacities}")
+        for capacity in capacities:
+            if len(tables[capacity]) != len(outputs[0][2][capacity]):
+                fail(f"{path}: the table of {capacity} ids has {len(tables[capacity])} rows, "
+                     f"{paths[0]}'s {len(outputs[0][2][capacity])} (one cut short?)")
     out = [machine, f"{len(paths)} invocations."]
     sizes = sorted({mib for _, latency, _ in outputs for mib in latency})
     reads = []

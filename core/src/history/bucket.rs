@@ -139,7 +139,7 @@ impl Header {
     /// keeps them through every rebuild while its count stays above zero, so they are among
     /// these (an overflowed id's bits are kept nowhere else). Keeping only the bits set, not
     /// all of such a class's bits, let 23.7% rather than 25.6% of random absent ids through a
-    /// 100,000-id history's summaries in its steady state (with the 44-bit summary of then).
+    /// 100,000-id history's summaries in its steady state (with the 44-bit summary of that time).
     #[inline(always)]
     pub(crate) fn overflow_summary(self) -> u64 {
         let classes = (0..CLASSES)
