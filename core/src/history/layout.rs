@@ -15,16 +15,39 @@ pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 2;
 /// bits.
 pub const MAX_CAPACITY: usize = (1 << 27) - 1;
 
-/// Occupied fraction of a full history's slots, as a ratio: 3/5.
+/// Occupied fraction of a full large history's slots, as a ratio: 3/5.
 const LOAD: (usize, usize) = (3, 5);
+
+/// Buckets up to which an index runs at 50% load rather than [`LOAD`]: 4 MiB of index.
+///
+/// Fewer ids per bucket means fewer absent ids let through by the bucket's summary and fewer
+/// ids overflowing to their second bucket, so every insert and absent lookup does less work.
+/// Where the index is small enough to stay in the caches, that work is a large part of an
+/// insert's time, and the extra memory (a sixth of the index at most: 683 KiB here) is small;
+/// a byte budget under about 8 MiB buys 9% fewer ids for it ([`Layout::largest_within`]). At
+/// 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8 rather than 234.6
+/// instructions per new id and 54.3 rather than 62.1 per lookup whose first id is absent
+/// (`scripts/bench-instructions`, key 7); in four interleaved pairs of history bench
+/// invocations kvreuse's all-new inserts ran x1.11-1.13 (4 blocks x1.07), present lookups
+/// x1.04, duplicates and missing-first lookups x1.00-1.01, for 17.3 rather than 15.8 heap
+/// bytes per entry. Both VMs read 4 MiB from their caches (the history bench's latency probe:
+/// 16-17 ns on the AMD EPYC VM, 36-38 ns on the Intel Xeon VM, against 100 ns or more from
+/// 16 MiB on the AMD VM). Larger histories keep the 60% load's 15.75 bytes per entry. At 50%
+/// their all-new inserts of 34 to 834 blocks ran x1.08-1.20 too (1,048,576 and 4,194,304 ids,
+/// three pairs), but duplicates and present lookups x0.93-0.95 at 1,048,576 ids, for 1.5
+/// bytes per entry more.
+const ROOMY_BUCKETS: usize = 1 << 16;
 
 /// The shape of a history of a given capacity: how many ids it keeps, how long its ring is
 /// and how many buckets its index has.
 ///
-/// A full history's index runs at 60% load: 14 slots per 64-byte bucket, so
+/// A large full history's index runs at 60% load: 14 slots per 64-byte bucket, so
 /// `64 / (14 * 0.6) = 7.62` bytes per entry on top of the 8-byte ring. At that load about 2%
 /// of ids overflow their first bucket, and a lookup reads one cache line of index (plus, when
-/// present, one of ring). Small histories get more room (memory is negligible there).
+/// present, one of ring). Histories of up to 458,752 ids get more room: 50% load, 9.14 bytes
+/// of index per entry, while that takes at most 65,536 buckets (4 MiB, which saves work on
+/// every insert and absent lookup for a sixth of the index at most); from there the index
+/// stays at that size while the load rises, and grows again at 60% from 550,503 ids on.
 ///
 /// The ring has one entry more than the capacity, and the index room for one id more: a new
 /// id is written and indexed while the id it evicts is still live for readers, and both
@@ -50,8 +73,8 @@ impl Layout {
             1
         } else {
             let loaded = (capacity * LOAD.1).div_ceil(BUCKET_SLOTS * LOAD.0);
-            // At most 50% load while that takes under 256 buckets.
-            let roomy = (2 * capacity).div_ceil(BUCKET_SLOTS).min(256);
+            // At most 50% load while that takes at most `ROOMY_BUCKETS`.
+            let roomy = (2 * capacity).div_ceil(BUCKET_SLOTS).min(ROOMY_BUCKETS);
             loaded.max(roomy)
         };
         Ok(Layout { capacity, buckets })
@@ -145,8 +168,9 @@ impl Mixer {
 /// overflow class. An id sets two bits of its class's group, both a function of the 7 low bits
 /// of its tag (the part every slot word keeps), so the writer can rebuild a summary from the
 /// slot words alone. In histories of 131,072 and 1,048,576 random ids filled 30 times over,
-/// 21.3-21.4% of 400,000 random absent ids passed the summaries, against 23.3-23.4% with 44
-/// bits in groups of 11 (when overflow counts took 4 bits each; see `bucket.rs`).
+/// both at 60% load, 21.3-21.4% of 400,000 random absent ids passed the summaries, against
+/// 23.3-23.4% with 44 bits in groups of 11 (when overflow counts took 4 bits each; see
+/// `bucket.rs`). At the 50% load that 131,072 ids now get ([`ROOMY_BUCKETS`]), 18.0% did.
 pub(crate) const SUMMARY_BITS: u32 = 48;
 
 /// How many classes the ids overflowing one bucket are counted in.
@@ -691,16 +715,32 @@ mod tests {
     #[test]
     fn layouts_grow_with_capacity_and_approach_the_target_load() {
         let mut last = 0;
-        for capacity in (1..5000).chain([1 << 20, 8_388_608, MAX_CAPACITY]) {
+        for capacity in
+            (1..5000).chain([458_752, 458_753, 550_502, 550_503, 1 << 20, 8_388_608, MAX_CAPACITY])
+        {
             let layout = Layout::for_capacity(capacity).unwrap();
             // Room for the capacity and the id an insertion is about to evict.
             assert!(layout.buckets() * BUCKET_SLOTS > capacity, "{capacity}");
             assert!(layout.buckets() >= last, "{capacity}");
             last = layout.buckets();
         }
-        let big = Layout::for_capacity(8_388_608).unwrap();
-        let load = 8_388_608.0 / (big.buckets() * BUCKET_SLOTS) as f64;
-        assert!((0.59..=0.6).contains(&load), "{load}");
+        let load = |capacity: usize| {
+            capacity as f64
+                / (Layout::for_capacity(capacity).unwrap().buckets() * BUCKET_SLOTS) as f64
+        };
+        assert!((0.59..=0.6).contains(&load(8_388_608)), "{}", load(8_388_608));
+        // Roomy up to `ROOMY_BUCKETS`, the load rising to 60% across the step, then 60%.
+        for capacity in [5000, 131_072, 458_752] {
+            assert!((0.499..=0.5).contains(&load(capacity)), "{capacity}: {}", load(capacity));
+        }
+        for capacity in [458_753, 500_000, 550_502] {
+            assert_eq!(Layout::for_capacity(capacity).unwrap().buckets(), ROOMY_BUCKETS);
+            assert!((0.5..=0.6).contains(&load(capacity)), "{capacity}: {}", load(capacity));
+        }
+        for capacity in [550_503, 1 << 20] {
+            assert!(Layout::for_capacity(capacity).unwrap().buckets() > ROOMY_BUCKETS);
+            assert!((0.59..=0.6).contains(&load(capacity)), "{capacity}: {}", load(capacity));
+        }
         assert_eq!(Layout::for_capacity(0), Err(HistoryError::ZeroCapacity));
         assert!(Layout::for_capacity(MAX_CAPACITY + 1).is_err());
     }
