@@ -20,22 +20,22 @@ const LOAD: (usize, usize) = (3, 5);
 
 /// Buckets up to which an index runs at 50% load rather than [`LOAD`]: 4 MiB of index.
 ///
-/// Fewer ids per bucket means fewer absent ids let through by the bucket's summary and fewer
-/// ids overflowing to their second bucket, so every insert and absent lookup does less work.
-/// Where the index is small enough to stay in the caches, that work is a large part of an
-/// insert's time, and the extra memory (a sixth of the index at most: 683 KiB here) is small;
-/// a byte budget under about 8 MiB buys 9% fewer ids for it ([`Layout::largest_within`]). At
-/// 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8 rather than 234.6
-/// instructions per new id and 54.3 rather than 62.1 per lookup whose first id is absent
-/// (`scripts/bench-instructions`, key 7); in four interleaved pairs of history bench
-/// invocations kvreuse's all-new inserts ran x1.11-1.13 (4 blocks x1.07), present lookups
-/// x1.04, duplicates and missing-first lookups x1.00-1.01, for 17.3 rather than 15.8 heap
-/// bytes per entry. Both VMs read 4 MiB from their caches (the history bench's latency probe:
-/// 16-17 ns on the AMD EPYC VM, 36-38 ns on the Intel Xeon VM, against 100 ns or more from
-/// 16 MiB on the AMD VM). Larger histories keep the 60% load's 15.75 bytes per entry. At 50%
-/// their all-new inserts of 34 to 834 blocks ran x1.08-1.20 too (1,048,576 and 4,194,304 ids,
-/// three pairs), but duplicates and present lookups x0.93-0.95 at 1,048,576 ids, for 1.5
-/// bytes per entry more.
+/// Fewer ids per bucket means fewer absent ids let through by the bucket's summary and fewer ids
+/// overflowing to their second bucket, so every insert and absent lookup does less work. Where the
+/// index is small enough to stay in the caches, that work is a large part of an insert's time, and
+/// the extra memory (a sixth of the index at most: 683 KiB here) is small; a byte budget of up to
+/// about 7.5 MiB buys 9% fewer ids for it, and one of 7.5 to 8.3 MiB from 9% to none fewer
+/// ([`Layout::largest_within`]). At 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8
+/// rather than 234.6 instructions per new id and 54.3 rather than 62.1 per lookup whose first id is
+/// absent (`scripts/bench-instructions`, key 7); in four interleaved pairs of history bench
+/// invocations kvreuse's all-new inserts ran x1.11-1.13 (4 blocks x1.07), present lookups x1.04,
+/// duplicates and missing-first lookups x1.00-1.01, for 17.3 rather than 15.8 heap bytes per entry.
+/// The bound is where the history bench's latency probe has mostly found reads in the caches: 4 MiB
+/// took 16-17 ns on the AMD EPYC VM in most invocations and 36-38 ns on the Intel Xeon VM, 16 MiB
+/// 40-150 ns on the AMD VM (the Intel VM has not run this load). Larger histories keep the 60%
+/// load's 15.75 bytes per entry. At 50% their all-new inserts of 34 to 834 blocks ran x1.08-1.20
+/// too (1,048,576 and 4,194,304 ids, three pairs), but duplicates and present lookups x0.93-0.95 at
+/// 1,048,576 ids, for 1.5 bytes per entry more.
 const ROOMY_BUCKETS: usize = 1 << 16;
 
 /// The shape of a history of a given capacity: how many ids it keeps, how long its ring is
@@ -194,7 +194,7 @@ const PAIRS_USED: usize = 128 / CLASSES as usize;
 /// where another id has its value). Against the pairs in lexicographic order, which every value
 /// count used before, histories in their steady state (filled with four to six times their
 /// capacity of random ids) admit fewer of 400,000 random absent ids: 27.9% -> 25.7% at 131,072
-/// ids, 31.9% -> 29.5% at 8,388,608 (measured with groups of 11 bits).
+/// ids, 31.9% -> 29.5% at 8,388,608 (measured with groups of 11 bits, both at 60% load).
 const fn summary_masks(star: u32) -> [u64; 128] {
     let order = pair_order(star);
     let mut masks = [0u64; 128];
