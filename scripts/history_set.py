@@ -13,6 +13,7 @@ The machine line comes from the first output, and the dependent-read latencies a
 ranges over all of them (they show how much of the caches the VM held meanwhile).
 """
 
+import os
 import re
 import statistics
 import sys
@@ -22,7 +23,9 @@ LATENCY = re.compile(r"(\d+) MiB (\d+) ns")
 
 
 def fail(message):
-    sys.exit(f"history_set.py: {message}")
+    """Stops with `message`, named after the script that was run (history_pair.py uses this
+    module too)."""
+    sys.exit(f"{os.path.basename(sys.argv[0])}: {message}")
 
 
 def parse(path):
@@ -76,7 +79,9 @@ def rate(value):
     return f"{value:.3g}"
 
 
-def combine(paths):
+def parse_alike(paths):
+    """Every output's `parse`, checked to come from one machine and to have the same tables
+    (capacities and row counts) as the first."""
     outputs = [parse(p) for p in paths]
     machine = outputs[0][0]
     capacities = list(outputs[0][2])
@@ -90,6 +95,13 @@ def combine(paths):
             if len(tables[capacity]) != len(outputs[0][2][capacity]):
                 fail(f"{path}: the table of {capacity} ids has {len(tables[capacity])} rows, "
                      f"{paths[0]}'s {len(outputs[0][2][capacity])} (one cut short?)")
+    return outputs
+
+
+def combine(paths):
+    outputs = parse_alike(paths)
+    machine = outputs[0][0]
+    capacities = list(outputs[0][2])
     out = [machine, f"{len(paths)} invocations."]
     sizes = sorted({mib for _, latency, _ in outputs for mib in latency})
     reads = []

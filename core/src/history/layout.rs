@@ -27,9 +27,10 @@ const LOAD: (usize, usize) = (3, 5);
 /// about 7.5 MiB buys 9% fewer ids for it, and one of 7.5 to 8.3 MiB from 9% to none fewer
 /// ([`Layout::largest_within`]). At 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8
 /// rather than 234.6 instructions per new id and 54.3 rather than 62.1 per lookup whose first id is
-/// absent (`scripts/bench-instructions`, key 7); in four interleaved pairs of history bench
-/// invocations kvreuse's all-new inserts ran x1.11-1.13 (4 blocks x1.07), present lookups x1.04,
-/// duplicates and missing-first lookups x1.00-1.01, for 17.3 rather than 15.8 heap bytes per entry.
+/// absent (`scripts/bench-instructions`, key 7); in two rounds of four interleaved pairs of
+/// history bench invocations (`scripts/bench-compare`) kvreuse's all-new inserts ran x1.11-1.13
+/// (4 blocks x1.07), duplicates x0.99-1.00, present lookups x1.04 and x0.97, missing-first lookups
+/// x1.01-1.02, for 17.3 rather than 15.8 heap bytes per entry.
 /// The bound is where the history bench's latency probe has mostly found reads in the caches: 4 MiB
 /// took 16-17 ns on the AMD EPYC VM in most invocations and 36-38 ns on the Intel Xeon VM, 16 MiB
 /// 40-150 ns on the AMD VM (the Intel VM has not run this load). Larger histories keep the 60%
