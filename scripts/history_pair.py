@@ -45,22 +45,17 @@ def compare(base_paths, changed_paths):
         for i, (measure, _, _) in enumerate(rows):
             ratios = [[], [], []]
             for (_, _, base), (_, _, changed), base_path, changed_path in pairs:
-                cells = []
-                for tables, path in ((base, base_path), (changed, changed_path)):
-                    table = tables[capacity]
-                    if i >= len(table) or table[i][0] != measure:
-                        fail(f"{path}: the rows at {capacity} ids differ from {paths[0]}'s")
-                    cells.append(table[i][2])
+                before_cells, after_cells = base[capacity][i][2], changed[capacity][i][2]
                 for k in range(3):
-                    before = number(cells[0][k], base_path, measure)
-                    after = number(cells[1][k], changed_path, measure)
+                    before = number(before_cells[k], base_path, measure)
+                    after = number(after_cells[k], changed_path, measure)
                     if before <= 0:
                         fail(f"{base_path}: {measure!r} has {before}, which nothing divides by")
                     ratios[k].append(after / before)
-            # A reference's ratio only tells the noise between invocations, except for
-            # the heap row (the same bytes every time) and the flood row (each contender
-            # against itself).
-            # The bench's columns are the std replica, the proposal, kvreuse; kvreuse first here.
+            # The bench's columns are the std replica, the proposal, kvreuse; kvreuse first
+            # here. A reference's ratio only tells the noise between invocations, except in the
+            # heap row (the same bytes every time) and the flood row (each contender against
+            # itself).
             columns = (ratios[2], ratios[0], ratios[1])
             out.append(f"| {measure} | {' | '.join(ratio_cell(r) for r in columns)} |")
     return "\n".join(out)

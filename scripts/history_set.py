@@ -81,7 +81,7 @@ def rate(value):
 
 def parse_alike(paths):
     """Every output's `parse`, checked to come from one machine and to have the same tables
-    (capacities and row counts) as the first."""
+    (capacities, and the same rows in the same order) as the first."""
     outputs = [parse(p) for p in paths]
     machine = outputs[0][0]
     capacities = list(outputs[0][2])
@@ -95,6 +95,9 @@ def parse_alike(paths):
             if len(tables[capacity]) != len(outputs[0][2][capacity]):
                 fail(f"{path}: the table of {capacity} ids has {len(tables[capacity])} rows, "
                      f"{paths[0]}'s {len(outputs[0][2][capacity])} (one cut short?)")
+            measures = [row[0] for row in tables[capacity]]
+            if measures != [row[0] for row in outputs[0][2][capacity]]:
+                fail(f"{path}: the rows at {capacity} ids differ from {paths[0]}'s")
     return outputs
 
 
@@ -120,12 +123,7 @@ def combine(paths):
         out.append("|---|---|---:|---:|---:|---:|---:|---|")
         rows = outputs[0][2][capacity]
         for i, (measure, unit, cells) in enumerate(rows):
-            per_run = []
-            for path, (_, _, tables) in zip(paths, outputs):
-                other = tables[capacity]
-                if i >= len(other) or other[i][0] != measure:
-                    fail(f"{path}: the rows at {capacity} ids differ from {paths[0]}'s")
-                per_run.append(other[i][2])
+            per_run = [tables[capacity][i][2] for _, _, tables in outputs]
             bar = cells[5]
             if measure == "heap bytes per entry":
                 # The same in every invocation: the layout, not a timing.
