@@ -24,6 +24,17 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive timeout 1200 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# tree_commit : the checked-out commit, short, and whether the working tree differs from it
+# (untracked files included): what a measurement of the working tree measured.
+tree_commit() {
+  local commit
+  commit=$(git rev-parse --short HEAD 2>/dev/null) || { echo "an unknown commit (not a git checkout)"; return; }
+  if ! git diff --quiet HEAD || [ -n "$(git ls-files --others --exclude-standard)" ]; then
+    commit="$commit with uncommitted changes"
+  fi
+  echo "$commit"
+}
+
 # rust_target TRIPLE : makes sure rustup has the target; returns 1 when it cannot be added.
 rust_target() {
   rustup target list --installed 2>/dev/null | grep -qx "$1" && return 0
