@@ -16,7 +16,7 @@ use kvreuse_core::replay::{Capacity, CapacityError};
 /// arrays. Checked against the core by `the_fixed_part_is_the_cores` on 64-bit hosts, so a
 /// change to the history's layout that changes it fails the host tests until updated here.
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
-const BYTES_OF_ONE_BLOCK_64: usize = 416;
+const BYTES_OF_ONE_BLOCK_64: usize = 424;
 
 /// Heap bytes a 64-bit router's history of `blocks` blocks takes (`usize::MAX` beyond the
 /// largest history).

@@ -95,7 +95,10 @@ fn gzip_token_traces_byte_capacities_warmup_and_plot() {
     assert_eq!(numbers(inf)[..4], [29, 8 + 12, 8 + 12, 5]);
     let fifo = &report["rows"][0];
     assert!(fifo["heap_bytes"].as_u64().unwrap() <= 1 << 20);
-    assert!(fifo["capacity"].as_u64().unwrap() > 60_000);
+    // About 18.4 bytes an id at this size (the history's index at 50% load, its summary
+    // directory and the ring), less page rounding.
+    let capacity = fifo["capacity"].as_u64().unwrap();
+    assert!(capacity > 56_000, "{capacity}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
 
     let warm = json(&[p, "--block-size", "4", "--capacity", "inf", "--warmup", "0.5"]);

@@ -213,7 +213,9 @@ impl<S: Storage> History<S> {
 
     /// A history over `storage`, which must be zeroed and sized for `layout`.
     pub fn with_storage(layout: Layout, seed: u64, storage: S) -> Result<Self, HistoryError> {
-        if storage.index().len() != layout.pairs() || storage.ring().len() != layout.ring_len() {
+        if storage.index().len() != layout.index_words()
+            || storage.ring().len() != layout.ring_len()
+        {
             return Err(HistoryError::StorageMismatch);
         }
         let shared = Shared {

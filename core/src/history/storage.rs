@@ -12,7 +12,8 @@ use super::layout::{BUCKET_WORDS, Layout};
 use crate::sync::AtomicU64;
 
 /// Memory for a history, zeroed: the index (8 `AtomicU64` per bucket, each holding two 32-bit
-/// words, the lower-numbered one in the low half) and the ring (one `AtomicU64` per entry).
+/// words, the lower-numbered one in the low half, then the summary directory's words, if any)
+/// and the ring (one `AtomicU64` per entry).
 pub trait Storage: Sized {
     /// Allocates zeroed storage for `layout`, or fails without aborting.
     fn allocate(layout: &Layout) -> Result<Self, HistoryError>;
@@ -21,7 +22,7 @@ pub trait Storage: Sized {
     /// checked against. Must grow with capacity.
     fn bytes_for(layout: &Layout) -> usize;
 
-    /// The index: exactly `layout.pairs()` words. Speed wants the first one 64-byte aligned,
+    /// The index: exactly `layout.index_words()` words. Speed wants the first one 64-byte aligned,
     /// so that every bucket is one cache line; correctness does not depend on it.
     fn index(&self) -> &[AtomicU64];
 
@@ -46,16 +47,17 @@ impl Storage for BoxStorage {
     fn allocate(layout: &Layout) -> Result<Self, HistoryError> {
         let bytes = Self::bytes_for(layout);
         let fail = || HistoryError::AllocationFailed { bytes };
-        let index: Box<[AtomicU64]> = zeroed(layout.pairs() + ALIGN_SLACK).ok_or_else(fail)?;
+        let index: Box<[AtomicU64]> =
+            zeroed(layout.index_words() + ALIGN_SLACK).ok_or_else(fail)?;
         let ring: Box<[AtomicU64]> = zeroed(layout.ring_len()).ok_or_else(fail)?;
         let per_line = BUCKET_WORDS / 2;
         let misalignment = (index.as_ptr() as usize / 8) % per_line;
         let base = (per_line - misalignment) % per_line;
-        Ok(BoxStorage { index, base, len: layout.pairs(), ring })
+        Ok(BoxStorage { index, base, len: layout.index_words(), ring })
     }
 
     fn bytes_for(layout: &Layout) -> usize {
-        (layout.pairs() + ALIGN_SLACK) * 8 + layout.ring_len() * 8
+        (layout.index_words() + ALIGN_SLACK) * 8 + layout.ring_len() * 8
     }
 
     #[inline(always)]

@@ -58,6 +58,7 @@ impl<T> core::ops::Deref for OwnLines<T> {
 #[derive(Clone, Copy)]
 pub(crate) struct Tables<'a> {
     pub(crate) buckets: &'a [[AtomicU64; PAIRS]],
+    pub(crate) directory: &'a [AtomicU64],
     pub(crate) ring: &'a [AtomicU64],
     pub(crate) codec: Codec,
     mixer: Mixer,
@@ -67,21 +68,30 @@ impl<S: Storage> Shared<S> {
     /// The tables for one operation.
     #[inline(always)]
     pub(crate) fn tables(&self) -> Tables<'_> {
-        // `with_storage` checked that the index is `layout.pairs()` words: whole buckets.
-        let (buckets, _) = self.storage.index().as_chunks::<PAIRS>();
-        Tables { buckets, ring: self.storage.ring(), codec: self.codec, mixer: self.mixer }
+        // `with_storage` checked that the index is `layout.index_words()` words: whole buckets,
+        // then the directory.
+        let (buckets, directory) = self.storage.index().split_at(self.layout.pairs());
+        let (buckets, _) = buckets.as_chunks::<PAIRS>();
+        let (ring, codec, mixer) = (self.storage.ring(), self.codec, self.mixer);
+        Tables { buckets, directory, ring, codec, mixer }
     }
 
     /// `id`'s mix, unless its first bucket's summary rules it out: the cheapest lookup of an
     /// absent id, one 8-byte read. (The mix saves an admitted id's lookup mixing it again.)
+    /// With a directory, the summary is read from there, and the bucket only prefetched for
+    /// the ids it lets through.
     #[inline(always)]
     pub(crate) fn summary_admits(&self, id: u64) -> Option<u64> {
         let h = self.mixer.mix(id);
         let (first, bits) = self.codec.first_and_bits(h);
-        // Ordering: Acquire pairs with the Release store of a header.
         // (Straight from the storage, without the tables' set-up: this one read is all of most
         // lookups of an absent id.)
-        let header = self.storage.index()[first * PAIRS].load(Ordering::Acquire);
+        let index = self.storage.index();
+        if self.layout.has_directory() {
+            prefetch(&index[first * PAIRS]);
+        }
+        // Ordering: Acquire pairs with the Release store of a header (or of its copy).
+        let header = index[self.layout.summary_word(first)].load(Ordering::Acquire);
         Header(header).admits(bits).then_some(h)
     }
 

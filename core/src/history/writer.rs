@@ -411,6 +411,12 @@ impl Tables<'_> {
     fn store_header(&self, bucket: usize, header: Header) {
         // Ordering: Release; a reader that sees a count sees the slot it counts written.
         self.pairs(bucket)[0].store(header.0, Ordering::Release);
+        // Then its copy in the directory, if any, from which lookups read the summary: until
+        // that store, a new id is not yet published (the insertion count follows it), and
+        // bits a rebuild clears stay set a moment longer, which only lets more ids through.
+        if let Some(copy) = self.directory.get(bucket) {
+            copy.store(header.0, Ordering::Release);
+        }
     }
 
     /// Whether one more id of `home`'s class may be counted as overflowed from its first
@@ -763,7 +769,7 @@ impl Tables<'_> {
     /// leaves the pages it never touched untouched (not resident), and a clear costs readers
     /// (and the loom models) only the words that held something.
     pub(crate) fn clear(&self) {
-        for word in self.buckets.iter().flatten() {
+        for word in self.buckets.iter().flatten().chain(self.directory) {
             // Ordering: Relaxed load; the writer reads its own stores. Relaxed store; the
             // Release fence before it in `History::clear` makes a reader that reads this zero
             // (Acquire) see the new start.
@@ -783,8 +789,9 @@ impl Tables<'_> {
     }
 
     /// Checks that every bucket's counts are exactly the live ids flagged as overflowed whose
-    /// first bucket it is, class by class, and that every live id's summary bit is set in its
-    /// first bucket (and, when it sits there, in its second); panics otherwise.
+    /// first bucket it is, class by class, that every live id's summary bit is set in its
+    /// first bucket (and, when it sits there, in its second), and that the directory, if any,
+    /// holds every header as it is; panics otherwise.
     pub(crate) fn check_overflow_counts(&self, view: &View, flags: &OverflowFlags) {
         let buckets = self.buckets.len();
         let mut expected = alloc::vec![[0u64; CLASSES as usize]; buckets];
@@ -808,7 +815,12 @@ impl Tables<'_> {
             for (class, &want) in want.iter().enumerate() {
                 assert_eq!(header.count(class as u32), want, "bucket {bucket} class {class}");
             }
+            if let Some(copy) = self.directory.get(bucket) {
+                // Ordering: Relaxed, as above.
+                assert_eq!(copy.load(Ordering::Relaxed), header.0, "directory of {bucket}");
+            }
         }
+        assert!(self.directory.is_empty() || self.directory.len() == buckets);
     }
 }
 

@@ -113,13 +113,13 @@ pub struct PageStorage {
 impl Storage for PageStorage {
     fn allocate(layout: &Layout) -> Result<Self, HistoryError> {
         Ok(PageStorage {
-            index: Mapping::zeroed(layout.pairs())?,
+            index: Mapping::zeroed(layout.index_words())?,
             ring: Mapping::zeroed(layout.ring_len())?,
         })
     }
 
     fn bytes_for(layout: &Layout) -> usize {
-        map_len(layout.pairs() * 8) + map_len(layout.ring_len() * 8)
+        map_len(layout.index_words() * 8) + map_len(layout.ring_len() * 8)
     }
 
     #[inline(always)]
