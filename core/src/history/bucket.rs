@@ -6,8 +6,9 @@
 //!
 //! - a 48-bit **summary**, a small Bloom filter of the tags of the ids that may be in the
 //!   bucket or may have overflowed from it (see `layout.rs`). Most lookups of absent ids end
-//!   after this one 8-byte read and a bit test: a handful of instructions, so consecutive
-//!   lookups overlap their cache misses. The writer sets bits as ids arrive and rebuilds the
+//!   after this one 8-byte read (in small histories, of the header's copy in the summary
+//!   directory) and a bit test: a handful of instructions, so consecutive lookups overlap
+//!   their cache misses. The writer sets bits as ids arrive and rebuilds the
 //!   summary from the live slots every few fills of the bucket, so bits of evicted ids do not
 //!   pile up (a class with overflowed ids keeps its bits: see [`Header::overflow_summary`]).
 //! - four 3-bit **overflow counts**. Every id has a first bucket and a second; it goes to its

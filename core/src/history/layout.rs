@@ -23,10 +23,10 @@ const LOAD: (usize, usize) = (3, 5);
 /// Fewer ids per bucket means fewer absent ids let through by the bucket's summary and fewer ids
 /// overflowing to their second bucket, so every insert and absent lookup does less work. Where the
 /// index is small enough to stay in the caches, that work is a large part of an insert's time, and
-/// the extra memory (a sixth of the index at most: 683 KiB here) is small. With the summary
-/// directory these histories also have ([`DIRECTORY_BUCKETS`]), a byte budget of up to about 8 MiB
-/// buys 14% fewer ids than at 60% load without one, and one of 8 to 9.3 MiB from 14% to none
-/// fewer ([`Layout::largest_within`]). At 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8
+/// the extra memory (a sixth of the index at most: 683 KiB here) is small. Against 60% load, a
+/// byte budget of up to about 4 MiB buys 14% fewer ids (the smaller of these histories also
+/// have a summary directory: [`DIRECTORY_BUCKETS`]), one of about 4.3 to 7.5 MiB 9% fewer,
+/// and one of 7.5 to 8.3 MiB from 9% to none fewer ([`Layout::largest_within`]). At 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8
 /// rather than 234.6 instructions per new id and 54.3 rather than 62.1 per lookup whose first id is
 /// absent (`scripts/bench-instructions`, key 7); in two rounds of four interleaved pairs of
 /// history bench invocations (`scripts/bench-compare`) kvreuse's all-new inserts ran x1.11-1.13
@@ -41,21 +41,29 @@ const LOAD: (usize, usize) = (3, 5);
 const ROOMY_BUCKETS: usize = 1 << 16;
 
 /// Buckets up to which the index ends in a **summary directory**: a copy of every bucket's
-/// header, one 8-byte word per bucket, eight to a cache line (146 KiB at 131,072 ids).
+/// header, one 8-byte word per bucket, eight to a cache line (146 KiB at 131,072 ids, 256 KiB
+/// at most: histories of up to 229,376 ids).
 ///
 /// A lookup whose first id is absent usually needs nothing but that id's first bucket's
 /// summary. Read from the bucket, that is one line of the index per lookup; read from the
 /// directory, an eighth of the index's size, it is a line that stays in the caches when the
 /// index does not (the lookup also prefetches the bucket, which an id let through needs next,
-/// without waiting for it). At 131,072 ids on the AMD EPYC VM, three interleaved pairs of
-/// history bench invocations (`scripts/bench-compare`) ran kvreuse's lookups whose first block
-/// is missing x1.37 (1.29-1.60), for all-new inserts x0.93-0.97 (the writer stores every
-/// header twice), duplicates and present lookups x1.00-1.01, and 6.9% more heap bytes per
-/// entry. Without the prefetch the directory gained nothing there (x1.02): the 18% of absent ids
-/// that the summary lets through then waited for their bucket. The bound is that of the 50%
-/// load ([`ROOMY_BUCKETS`]): a directory of at most 512 KiB. Larger histories read the summary
-/// from the bucket, where a lookup's one line from memory is all it costs.
-const DIRECTORY_BUCKETS: usize = ROOMY_BUCKETS;
+/// without waiting for it). The writer stores every header twice. Against 7d21612 (no
+/// directory), three interleaved pairs of history bench invocations each
+/// (`scripts/bench-compare`, AMD EPYC VM), kvreuse's rates:
+///
+/// | ids | missing-first lookups | all-new inserts | duplicates, present lookups |
+/// |---|---|---|---|
+/// | 131,072 (146 KiB of directory) | x1.37 (1.29-1.60) | x0.93-0.97 | x1.00, x1.01 |
+/// | 262,144 (293 KiB) | x1.17 (1.15-1.18) | x0.92-0.93 | x0.99, x1.01 |
+/// | 458,752 (512 KiB) | x1.03 (1.02-1.06) | x0.89-0.94 | x0.94, x0.92 |
+///
+/// So the lead shrinks as the directory grows, for the same cost; the bound keeps it where it
+/// was measured to pay, a quarter of the AMD VM's 1 MiB of L2 per core. Without the prefetch
+/// the directory gained nothing at 131,072 ids (x1.02): the 18% of absent ids that the summary
+/// lets through then waited for their bucket. Larger histories read the summary from the
+/// bucket.
+const DIRECTORY_BUCKETS: usize = 1 << 15;
 
 /// The shape of a history of a given capacity: how many ids it keeps, how long its ring is
 /// and how many buckets its index has.
@@ -65,10 +73,12 @@ const DIRECTORY_BUCKETS: usize = ROOMY_BUCKETS;
 /// of ids overflow their first bucket, and a lookup reads one cache line of index (plus, when
 /// present, one of ring). Histories of up to 458,752 ids get more room: 50% load, 9.14 bytes
 /// of index per entry, while that takes at most 65,536 buckets (4 MiB, which saves work on
-/// every insert and absent lookup for a sixth of the index at most), and a summary directory
-/// of 8 bytes per bucket (see `DIRECTORY_BUCKETS`). From there the index has no directory
-/// and its memory goes to buckets instead: 73,728 (4.5 MiB), while the load rises from 44% to
-/// 60%, and it grows again at 60% from 619,316 ids on.
+/// every insert and absent lookup for a sixth of the index at most); from there the index
+/// stays at that size while the load rises, and grows again at 60% from 550,503 ids on.
+/// Histories of up to 229,376 ids also have a summary directory of 8 bytes per bucket (see
+/// `DIRECTORY_BUCKETS`); just above, its memory goes to buckets instead (36,864, at a load
+/// rising from 44% to 50% up to 258,048 ids), so that the footprint never shrinks as the
+/// capacity grows.
 ///
 /// The ring has one entry more than the capacity, and the index room for one id more: a new
 /// id is written and indexed while the id it evicts is still live for readers, and both
@@ -94,11 +104,16 @@ impl Layout {
             1
         } else {
             let loaded = (capacity * LOAD.1).div_ceil(BUCKET_SLOTS * LOAD.0);
-            // At most 50% load while that takes at most `ROOMY_BUCKETS` (with a directory).
-            // Beyond, the directory's words become buckets, an eighth more: the footprint
-            // keeps growing with the capacity (`largest_within` relies on it).
+            // At most 50% load while that takes at most `ROOMY_BUCKETS`. Past
+            // `DIRECTORY_BUCKETS`, the directory's words become buckets, an eighth more, so
+            // that the footprint keeps growing with the capacity (`largest_within` relies on
+            // it).
             let roomy = (2 * capacity).div_ceil(BUCKET_SLOTS);
-            if roomy <= ROOMY_BUCKETS { roomy } else { loaded.max(ROOMY_BUCKETS * 9 / 8) }
+            if roomy <= DIRECTORY_BUCKETS {
+                roomy
+            } else {
+                loaded.max(roomy.min(ROOMY_BUCKETS)).max(DIRECTORY_BUCKETS * 9 / 8)
+            }
         };
         Ok(Layout { capacity, buckets })
     }
@@ -761,8 +776,9 @@ mod tests {
     #[test]
     fn layouts_grow_with_capacity_and_approach_the_target_load() {
         let mut last = 0;
-        for capacity in
-            (1..5000).chain([458_752, 458_753, 619_315, 619_316, 1 << 20, 8_388_608, MAX_CAPACITY])
+        for capacity in (1..5000)
+            .chain([229_376, 229_377, 258_048, 258_049, 458_752, 458_753, 550_502])
+            .chain([550_503, 1 << 20, 8_388_608, MAX_CAPACITY])
         {
             let layout = Layout::for_capacity(capacity).unwrap();
             // Room for the capacity and the id an insertion is about to evict.
@@ -776,16 +792,22 @@ mod tests {
         };
         assert!((0.59..=0.6).contains(&load(8_388_608)), "{}", load(8_388_608));
         // Roomy up to `ROOMY_BUCKETS`, the load rising to 60% across the step, then 60%.
-        for capacity in [5000, 131_072, 458_752] {
+        for capacity in [5000, 131_072, 229_376, 258_049, 458_752] {
             assert!((0.499..=0.5).contains(&load(capacity)), "{capacity}: {}", load(capacity));
         }
-        // Then the directory's words as buckets, the load rising to 60% across the step.
-        for capacity in [458_753, 500_000, 619_315] {
-            assert_eq!(Layout::for_capacity(capacity).unwrap().buckets(), ROOMY_BUCKETS * 9 / 8);
-            assert!((0.44..=0.6).contains(&load(capacity)), "{capacity}: {}", load(capacity));
+        // Past the directory's bound, its words as buckets while the load rises back to 50%.
+        for capacity in [229_377, 258_048] {
+            let buckets = Layout::for_capacity(capacity).unwrap().buckets();
+            assert_eq!(buckets, DIRECTORY_BUCKETS * 9 / 8, "{capacity}");
+            assert!((0.44..=0.5).contains(&load(capacity)), "{capacity}: {}", load(capacity));
         }
-        for capacity in [619_316, 1 << 20] {
-            assert!(Layout::for_capacity(capacity).unwrap().buckets() > ROOMY_BUCKETS * 9 / 8);
+        assert!(Layout::for_capacity(258_049).unwrap().buckets() > DIRECTORY_BUCKETS * 9 / 8);
+        for capacity in [458_753, 500_000, 550_502] {
+            assert_eq!(Layout::for_capacity(capacity).unwrap().buckets(), ROOMY_BUCKETS);
+            assert!((0.5..=0.6).contains(&load(capacity)), "{capacity}: {}", load(capacity));
+        }
+        for capacity in [550_503, 1 << 20] {
+            assert!(Layout::for_capacity(capacity).unwrap().buckets() > ROOMY_BUCKETS);
             assert!((0.59..=0.6).contains(&load(capacity)), "{capacity}: {}", load(capacity));
         }
         assert_eq!(Layout::for_capacity(0), Err(HistoryError::ZeroCapacity));
@@ -796,7 +818,7 @@ mod tests {
     /// one word per bucket, read in place of the bucket's header; larger ones have none.
     #[test]
     fn small_indexes_end_in_a_directory() {
-        for capacity in [1, 13, 14, 5000, 131_072, 458_752, 458_753, 8_388_608] {
+        for capacity in [1, 13, 14, 5000, 131_072, 229_376, 229_377, 458_752, 8_388_608] {
             let layout = Layout::for_capacity(capacity).unwrap();
             let buckets = layout.buckets();
             let directory = buckets <= DIRECTORY_BUCKETS;
@@ -809,12 +831,17 @@ mod tests {
                 assert!(word < layout.index_words());
             }
         }
-        assert!(Layout::for_capacity(458_752).unwrap().has_directory());
-        assert!(!Layout::for_capacity(458_753).unwrap().has_directory());
-        // The words the directory took go to buckets: the index's footprint still grows.
+        assert!(Layout::for_capacity(229_376).unwrap().has_directory());
+        assert!(!Layout::for_capacity(229_377).unwrap().has_directory());
+        // The words the directory took go to buckets: the index's footprint never shrinks.
         let words = |c: usize| Layout::for_capacity(c).unwrap().index_words();
-        assert_eq!(words(458_752), 9 * ROOMY_BUCKETS);
-        assert_eq!(words(458_753), words(458_752));
+        assert_eq!(words(229_376), 9 * DIRECTORY_BUCKETS);
+        assert_eq!(words(229_377), words(229_376));
+        let mut last = 0;
+        for capacity in 1..600_000 {
+            assert!(words(capacity) >= last, "{capacity}");
+            last = words(capacity);
+        }
     }
 
     #[test]

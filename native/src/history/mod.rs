@@ -222,9 +222,9 @@ mod tests {
         for budget in [20_000usize, 3 << 20, 100 << 20] {
             let h = SharedHistory::with_byte_budget(budget).unwrap();
             assert!(h.heap_bytes() <= budget, "{budget}");
-            // Page rounding aside, a large budget buys more than one id per 16 bytes (from
-            // about 9.2 MiB); one under 9 MiB, whose index runs at 50% load with a summary
-            // directory (or spends the directory's bytes on buckets), one per 18.5.
+            // Page rounding aside, a large budget buys more than one id per 16 bytes; one under
+            // about 8.3 MiB, whose index runs at up to 50% load rather than 60% (and has a
+            // summary directory under about 4 MiB), one per 18.5.
             let per_id = if budget < 9 << 20 { 18.5 } else { 16.0 };
             let enough = budget < 1 << 20 || h.capacity() as f64 > budget as f64 / per_id;
             assert!(enough, "{budget}: {}", h.capacity());
