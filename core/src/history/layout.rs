@@ -154,13 +154,6 @@ impl Layout {
         self.pairs() + self.directory_words()
     }
 
-    /// The index word lookups read a bucket's summary from: its copy in the directory, or
-    /// the bucket's header.
-    #[inline(always)]
-    pub(crate) fn summary_word(&self, bucket: usize) -> usize {
-        if self.has_directory() { self.pairs() + bucket } else { bucket * BUCKET_WORDS / 2 }
-    }
-
     /// The largest capacity whose footprint, as `bytes_for` measures it, fits in `budget`.
     /// `bytes_for` must grow with capacity.
     pub fn largest_within(
@@ -825,11 +818,6 @@ mod tests {
             assert_eq!(layout.has_directory(), directory, "{capacity}");
             assert_eq!(layout.directory_words(), if directory { buckets } else { 0 });
             assert_eq!(layout.index_words(), buckets * 8 + layout.directory_words());
-            for bucket in [0, buckets / 2, buckets - 1] {
-                let word = layout.summary_word(bucket);
-                assert_eq!(word, if directory { buckets * 8 + bucket } else { bucket * 8 });
-                assert!(word < layout.index_words());
-            }
         }
         assert!(Layout::for_capacity(229_376).unwrap().has_directory());
         assert!(!Layout::for_capacity(229_377).unwrap().has_directory());

@@ -226,6 +226,7 @@ impl<S: Storage> History<S> {
         let shared = Shared {
             storage,
             codec: layout::Codec::new(&layout),
+            directory: if layout.has_directory() { layout.pairs() } else { 0 },
             layout,
             mixer: Mixer::new(seed),
             now: OwnLines(AtomicU64::new(0)),

@@ -25,6 +25,9 @@ pub(crate) struct Shared<S> {
     pub(crate) layout: Layout,
     pub(crate) codec: Codec,
     pub(crate) mixer: Mixer,
+    /// The index word where the directory starts, or 0 when there is none: taken once from
+    /// the layout, so that a large history's lookups pay one test for it.
+    pub(crate) directory: usize,
     /// Insertions since construction; published before a ring entry is overwritten. The
     /// writer stores it at every insertion, so it sits on cache lines of its own: sharing one
     /// with the fields above, which every lookup reads, would send that line back and forth
@@ -87,11 +90,14 @@ impl<S: Storage> Shared<S> {
         // (Straight from the storage, without the tables' set-up: this one read is all of most
         // lookups of an absent id.)
         let index = self.storage.index();
-        if self.layout.has_directory() {
+        let summary = if self.directory == 0 {
+            &index[first * PAIRS]
+        } else {
             prefetch(&index[first * PAIRS]);
-        }
+            &index[self.directory + first]
+        };
         // Ordering: Acquire pairs with the Release store of a header (or of its copy).
-        let header = index[self.layout.summary_word(first)].load(Ordering::Acquire);
+        let header = summary.load(Ordering::Acquire);
         Header(header).admits(bits).then_some(h)
     }
 
