@@ -96,7 +96,7 @@ fn gzip_token_traces_byte_capacities_warmup_and_plot() {
     let fifo = &report["rows"][0];
     assert!(fifo["heap_bytes"].as_u64().unwrap() <= 1 << 20);
     // About 18.4 bytes an id at this size (the history's index at 50% load, its summary
-    // directory and the ring), less page rounding.
+    // directory and the ring): 56,934 ids.
     let capacity = fifo["capacity"].as_u64().unwrap();
     assert!(capacity > 56_000, "{capacity}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));

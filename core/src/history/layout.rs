@@ -917,8 +917,9 @@ mod tests {
 
     #[test]
     fn largest_within_is_the_largest_that_fits() {
-        let bytes = |l: &Layout| l.capacity() * 8 + l.pairs() * 8;
-        for budget in [200usize, 1000, 4096, 1 << 20, 3 << 20] {
+        let bytes = |l: &Layout| l.capacity() * 8 + l.index_words() * 8;
+        // Among them budgets about the directory's bound (229,376 ids take 4 MiB this way).
+        for budget in [200usize, 1000, 4096, 1 << 20, 3 << 20, 4 << 20, (4 << 20) + 8, 9 << 20] {
             let best = Layout::largest_within(budget, bytes).unwrap();
             assert!(bytes(&best) <= budget);
             let next = Layout::for_capacity(best.capacity() + 1).unwrap();

@@ -47,15 +47,31 @@ const SEED: u64 = 0x6b76_7265_7573_6521;
 /// reader that trusted an unwritten entry would report it.
 const NEVER: u64 = 0;
 
-/// Runs `model` under loom with the project's bounds.
+std::thread_local! {
+    /// Whether [`history`] builds its histories without a summary directory, as large
+    /// histories are (the models' tiny ones have one): [`check`] runs every model both ways,
+    /// setting it at the start of each execution, on the thread that builds the histories
+    /// (a static shared by the tests running at once would change under a model).
+    static WITHOUT_DIRECTORY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Runs `model` under loom with the project's bounds, on histories with a summary directory and
+/// then without.
 fn check(model: impl Fn() + Sync + Send + 'static) {
-    let mut builder = Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(PREEMPTIONS);
+    let model = std::sync::Arc::new(model);
+    for without in [false, true] {
+        let mut builder = Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(PREEMPTIONS);
+        }
+        // Building the starting histories takes thousands of atomic operations on one thread.
+        builder.max_branches = builder.max_branches.max(100_000);
+        let model = std::sync::Arc::clone(&model);
+        builder.check(move || {
+            WITHOUT_DIRECTORY.with(|w| w.set(without));
+            model();
+        });
     }
-    // Building the starting histories takes thousands of atomic operations on one thread.
-    builder.max_branches = builder.max_branches.max(100_000);
-    builder.check(model);
 }
 
 /// `n` distinct ids (never [`NEVER`]) whose home in a history of `capacity` keyed by [`SEED`]
@@ -83,7 +99,11 @@ fn home_of(capacity: usize, id: u64) -> Home {
 }
 
 fn history(capacity: usize, ids: &[u64]) -> History {
-    let mut history = History::with_capacity(capacity, SEED).unwrap();
+    let mut history = if WITHOUT_DIRECTORY.with(|w| w.get()) {
+        History::without_directory(capacity, SEED)
+    } else {
+        History::with_capacity(capacity, SEED).unwrap()
+    };
     history.insert_all(ids);
     history
 }

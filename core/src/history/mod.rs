@@ -13,8 +13,9 @@
 //!
 //! The cost that matters is random cache lines: on the machines this was measured on, one
 //! costs 170 to 250 ns, while everything else an operation does takes a few nanoseconds. So
-//! the layout aims at one random line per lookup and per new id, and nothing at all per
-//! eviction. Two preallocated arrays, nothing allocated afterwards:
+//! the layout aims at one random line per lookup and per new id (in small histories, one of a
+//! small array that stays in the caches first: see the summary directory below), and nothing
+//! at all per eviction. Two preallocated arrays, nothing allocated afterwards:
 //!
 //! - the **ring**: the ids themselves in insertion order (8 bytes each), one entry more than
 //!   the capacity. Position `n % (capacity + 1)` receives the `n`-th insertion. In a full
@@ -29,9 +30,10 @@
 //!   of the ids that overflowed, so lookups read the second bucket only when needed. A large
 //!   history's index runs at 60% load: full, it costs 15.75 bytes per entry (ring, index, and
 //!   one bit per entry recording which ids overflowed). One of up to 458,752 ids, whose index
-//!   stays within 4 MiB, runs at 50%, which saves work on every insert and absent lookup, and
-//!   its index ends in a **summary directory**, a copy of every bucket's header in 8 bytes, from
-//!   which lookups read the first id's filter (18.41 bytes per entry in all; see `Layout`).
+//!   stays within 4 MiB, runs at 50% (17.27 bytes per entry), which saves work on every insert
+//!   and absent lookup. One of up to 229,376 ids also ends its index in a **summary
+//!   directory**, a copy of every bucket's header in 8 bytes, from which lookups read the first
+//!   id's filter while the bucket is prefetched (18.41 bytes per entry; see `Layout`).
 //!
 //! Eviction writes nothing to the index: an evicted id's slot word names an insertion the ring
 //! has left behind, so every reader already treats it as empty and the next write to that
@@ -63,11 +65,12 @@
 //! insertion count before it overwrites a ring entry, and a reader that found an id re-reads
 //! that count and retries if the entry it relied on may have been overwritten meanwhile.
 //! The writer sets an id's filter bits, in the header and then in its directory copy, before
-//! its slot word appears (until the copy is stored it lacks only the bits of an id not yet
-//! published, and keeps bits a rebuild cleared, so it never rules out an id a lookup could
-//! find); moves go from an id's first bucket to its second, counted in the first bucket's
-//! header before the id leaves it, and readers read a bucket's header after its slots, so a
-//! moving id is never missed.
+//! its slot word appears. A copy is always some earlier value of its header, and every header
+//! keeps the bits of the live ids whose first bucket it is, so the copy never rules out an id
+//! a lookup could find (the bits a moving id sets in its second bucket's header matter to no
+//! lookup's first test, which reads first buckets only). Moves go from an id's first bucket to
+//! its second, counted in the first bucket's header before the id leaves it, and readers read
+//! a bucket's header after its slots, so a moving id is never missed.
 
 mod bucket;
 mod layout;
@@ -218,6 +221,19 @@ impl<S: Storage> History<S> {
 
     /// A history over `storage`, which must be zeroed and sized for `layout`.
     pub fn with_storage(layout: Layout, seed: u64, storage: S) -> Result<Self, HistoryError> {
+        Self::assemble(layout, seed, storage, layout.has_directory())
+    }
+
+    /// [`with_storage`](Self::with_storage), its lookups reading the summary directory or,
+    /// when `directory` is false, the buckets' headers. Only the tests and loom models, whose
+    /// histories are small, turn it off, to run large histories' lookups too (the writer still
+    /// keeps the copies, which no lookup then reads).
+    fn assemble(
+        layout: Layout,
+        seed: u64,
+        storage: S,
+        directory: bool,
+    ) -> Result<Self, HistoryError> {
         if storage.index().len() != layout.index_words()
             || storage.ring().len() != layout.ring_len()
         {
@@ -226,7 +242,7 @@ impl<S: Storage> History<S> {
         let shared = Shared {
             storage,
             codec: layout::Codec::new(&layout),
-            directory: if layout.has_directory() { layout.pairs() } else { 0 },
+            directory: if directory && layout.has_directory() { layout.pairs() } else { 0 },
             layout,
             mixer: Mixer::new(seed),
             now: OwnLines(AtomicU64::new(0)),
@@ -243,6 +259,14 @@ impl<S: Storage> History<S> {
             mixes: [[0; table::BATCH]; 2],
             due: writer::Due::new(),
         })
+    }
+
+    /// A history of `capacity` whose lookups read the buckets' headers, as a large history's
+    /// do, whatever its size (see [`assemble`](Self::assemble)).
+    #[cfg(test)]
+    pub(crate) fn without_directory(capacity: usize, seed: u64) -> Self {
+        let layout = Layout::for_capacity(capacity).unwrap();
+        Self::assemble(layout, seed, S::allocate(&layout).unwrap(), false).unwrap()
     }
 
     /// A lock-free read handle for other threads.

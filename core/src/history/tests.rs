@@ -11,6 +11,16 @@ fn history(capacity: usize) -> History {
     History::with_capacity(capacity, 0x5eed).unwrap()
 }
 
+/// A history of `capacity` keyed by `seed`, without the summary directory small histories have
+/// (its lookups read the bucket's header, as a large history's do) when `without` is set.
+fn history_with(capacity: usize, seed: u64, without: bool) -> History {
+    if without {
+        History::without_directory(capacity, seed)
+    } else {
+        History::with_capacity(capacity, seed).unwrap()
+    }
+}
+
 #[test]
 fn duplicates_take_no_capacity_and_keep_their_age() {
     let mut h = history(3);
@@ -181,7 +191,8 @@ fn overflow_counts_stay_exact_under_random_churn() {
     let cases = option_env!("KVREUSE_CHURN_CASES").and_then(|c| c.parse().ok()).unwrap_or(60);
     for case in 0..cases {
         let capacity = 16 + (next() % 300) as usize;
-        let mut h = History::with_capacity(capacity, next()).unwrap();
+        // Every other pair of cases goes without the summary directory, as a large history.
+        let mut h = history_with(capacity, next(), case % 4 >= 2);
         // Every other case prefetches ahead as a history too large for the caches does.
         h.look_ahead = case % 2 == 1;
         // A small id domain makes duplicates and re-insertions common.
@@ -217,7 +228,13 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
         .take(400)
         .collect();
     drop(h);
-    let mut h = history(capacity);
+    for without in [false, true] {
+        crowd_out(capacity, &crowd, without);
+    }
+}
+
+fn crowd_out(capacity: usize, crowd: &[u64], without_directory: bool) {
+    let mut h = history_with(capacity, 0x5eed, without_directory);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut saturated = false;
     for _ in 0..2000 {
@@ -374,4 +391,29 @@ fn a_prefix_reports_the_shortest_life_of_what_it_found() {
             }
         }
     }
+}
+
+/// A history just past the directory's bound (its lookups read the buckets' headers, as every
+/// large history's do) answers as a model of its last `capacity` ids does.
+#[test]
+fn a_history_past_the_directory_bound_keeps_exactly_its_last_ids() {
+    let capacity = 229_377;
+    let mut h = history(capacity);
+    assert!(!h.layout().has_directory() && h.shared.directory == 0);
+    let ids: Vec<u64> = (1..=2 * capacity as u64 + 1000)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5555)
+        .collect();
+    for chunk in ids.chunks(34) {
+        h.insert_all(chunk);
+    }
+    let reader = h.reader();
+    let (evicted, kept) = ids.split_at(ids.len() - capacity);
+    for (k, &id) in kept.iter().enumerate().step_by(97) {
+        assert!(reader.contains(id), "{k}: {id} lost");
+    }
+    for &id in evicted.iter().step_by(97) {
+        assert!(!reader.contains(id), "{id} kept past its eviction");
+    }
+    assert_eq!(reader.seen_prefix_len(&kept[..1000]), 1000);
+    assert_eq!(reader.seen_prefix_len(&[evicted[0], kept[0]]), 0);
 }
