@@ -40,15 +40,14 @@
 //! bucket reuses it (see the slot format in `layout.rs`). Only an evicted id that had overflowed
 //! costs a write, to its first bucket's count. A lookup reads its first bucket's header (or
 //! its copy in the directory, prefetching the bucket) and, when the filter admits the id, the
-//! slots; a live slot whose tag matches leads to the ring
-//! entry, which confirms the id. After one id is found, the next is first looked for in the
-//! next ring position, where a completion that inserted both put it: the blocks of a shared
-//! prefix are then confirmed by sequential reads of the ring, without the index. Where the
-//! index is needed, lookups work through their ids in batches, prefetching the buckets and
-//! ring entries of a whole batch before using them, so that their cache misses overlap; inserts
-//! prefetch the first buckets of the next batch while they work through one, and the lines
-//! their evictions and, in histories too large for the caches, their duplicate checks will read
-//! (see `writer.rs`).
+//! slots; a live slot whose tag matches leads to the ring entry, which confirms the id. After
+//! one id is found, the next is first looked for in the next ring position, where a completion
+//! that inserted both put it: the blocks of a shared prefix are then confirmed by sequential
+//! reads of the ring, without the index. Where the index is needed, lookups work through their
+//! ids in batches, prefetching the buckets and ring entries of a whole batch before using them,
+//! so that their cache misses overlap; inserts prefetch the first buckets of the next batch
+//! while they work through one, and the lines their evictions and, in histories too large for
+//! the caches, their duplicate checks will read (see `writer.rs`).
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
