@@ -26,16 +26,17 @@ const LOAD: (usize, usize) = (3, 5);
 /// the extra memory (a sixth of the index at most: 683 KiB here) is small. Against 60% load, a
 /// byte budget of up to about 4 MiB buys 14% fewer ids (the smaller of these histories also
 /// have a summary directory: [`DIRECTORY_BUCKETS`]), one of about 4.3 to 7.5 MiB 9% fewer,
-/// and one of 7.5 to 8.3 MiB from 9% to none fewer ([`Layout::largest_within`]). At 131,072 ids on the AMD EPYC VM, 50% rather than 60% took 222.8
-/// rather than 234.6 instructions per new id and 54.3 rather than 62.1 per lookup whose first id is
-/// absent (`scripts/bench-instructions`, key 7); in two rounds of four interleaved pairs of
-/// history bench invocations (`scripts/bench-compare`) kvreuse's all-new inserts ran x1.11-1.13
-/// (4 blocks x1.07), duplicates x0.99-1.00, present lookups x1.04 and x0.97, missing-first lookups
-/// x1.01-1.02, for 17.3 rather than 15.8 heap bytes per entry.
-/// The bound is where the history bench's latency probe has mostly found reads in the caches: 4 MiB
-/// took 16-17 ns on the AMD EPYC VM in most invocations and 36-38 ns on the Intel Xeon VM, 16 MiB
-/// 40-150 ns on the AMD VM (the Intel VM has not run this load). Larger histories keep the 60%
-/// load's 15.75 bytes per entry. At 50% their all-new inserts of 34 to 834 blocks ran x1.08-1.20
+/// and one of 7.5 to 8.3 MiB from 9% to none fewer ([`Layout::largest_within`]). At 131,072 ids
+/// on the AMD EPYC VM (before the directory), 50% rather than 60% took 222.8 rather than 234.6
+/// instructions per new id and 54.3 rather than 62.1 per lookup whose first id is absent
+/// (`scripts/bench-instructions`, key 7); in two rounds of four interleaved pairs of history
+/// bench invocations (`scripts/bench-compare`) kvreuse's all-new inserts ran x1.11-1.13 (4 blocks
+/// x1.07), duplicates x0.99-1.00, present lookups x1.04 and x0.97, missing-first lookups
+/// x1.01-1.02, for 17.3 rather than 15.8 heap bytes per entry. The bound is where the history
+/// bench's latency probe has mostly found reads in the caches: 4 MiB took 16-17 ns on the AMD
+/// EPYC VM in most invocations and 36-38 ns on the Intel Xeon VM, 16 MiB 40-150 ns on the AMD VM
+/// (the Intel VM has not run this load). Larger histories keep the 60% load's 15.75 bytes per
+/// entry. At 50% their all-new inserts of 34 to 834 blocks ran x1.08-1.20
 /// too (1,048,576 and 4,194,304 ids, three pairs), but duplicates and present lookups x0.93-0.95 at
 /// 1,048,576 ids, for 1.5 bytes per entry more.
 const ROOMY_BUCKETS: usize = 1 << 16;
