@@ -1,9 +1,10 @@
 //! `History` against a `VecDeque` model, on operation sequences chosen by the fuzzer.
 
 use std::collections::VecDeque;
+use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Unstructured};
-use kvreuse_core::history::{History, Inserted};
+use kvreuse_core::history::{History, Inserted, Layout};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -19,12 +20,18 @@ enum Op {
 
 /// Runs a fuzzer-chosen capacity, seed and operation sequence against the model, checking
 /// every result, `len`, membership of every small id, and the oldest-first order.
+///
+/// Capacities run from 1 to 40 (small indexes, crowded buckets) and, for one choice in 41,
+/// [`large_capacity`]: lookups there take the path of large histories, which have no summary
+/// directory. (A first byte below 40 chooses the capacity it chose before that choice was
+/// added, so the committed inputs replay as they were found.)
 pub fn history_ops(data: &[u8]) {
     let mut input = Unstructured::new(data);
-    let Ok(capacity) = input.int_in_range(1usize..=40) else { return };
+    let Ok(choice) = input.int_in_range(1usize..=41) else { return };
+    let capacity = if choice == 41 { large_capacity() } else { choice };
     let Ok(seed) = u64::arbitrary(&mut input) else { return };
     let Ok(ops) = Vec::<Op>::arbitrary(&mut input) else { return };
-    let mut history = History::with_capacity(capacity, seed).expect("a small capacity");
+    let mut history = History::with_capacity(capacity, seed).expect("a valid capacity");
     let reader = history.reader();
     let mut model: VecDeque<u64> = VecDeque::new();
     for op in ops {
@@ -73,4 +80,22 @@ fn insert(history: &mut History, model: &mut VecDeque<u64>, capacity: usize, ids
         want.new += 1;
     }
     assert_eq!(history.insert_all(ids), want, "insert_all({ids:?})");
+}
+
+/// The smallest capacity whose index has no summary directory, so that its lookups read the
+/// buckets' headers as every large history's do (229,377 ids when this was written). Found
+/// from the layouts rather than written down, so the tests follow the bound wherever it moves.
+pub fn large_capacity() -> usize {
+    static LARGE: OnceLock<usize> = OnceLock::new();
+    *LARGE.get_or_init(|| {
+        let without = |capacity| Layout::for_capacity(capacity).unwrap().directory_words() == 0;
+        // Histories have a directory up to a number of buckets, which grows with the capacity.
+        let (mut with, mut past) = (1, 1 << 24);
+        assert!(!without(with) && without(past), "no directory bound below {past} ids");
+        while past - with > 1 {
+            let middle = with + (past - with) / 2;
+            if without(middle) { past = middle } else { with = middle }
+        }
+        past
+    })
 }

@@ -29,7 +29,7 @@ pub mod support;
 pub use attempts::attempts;
 pub use chains::chains;
 pub use fleet::fleet;
-pub use history_ops::history_ops;
+pub use history_ops::{history_ops, large_capacity};
 pub use records::{snapshots, sync_messages, trace_lines};
 
 /// A check: panics when an invariant breaks on the given input.
