@@ -67,9 +67,10 @@ const ROOMY_BUCKETS: usize = 1 << 16;
 /// bucket.
 ///
 /// Eight bytes a bucket were measured against other sizes at 131,072 ids (four pairs each
-/// against this directory, throwaway builds; see the README): 16 (an 8-bit fingerprint of each
-/// slot's tag, 6.5% of absent ids let through rather than 17.4%) ran missing-first lookups
-/// x0.80, and 4 (the summary folded onto 32 bits, 31.2% let through) x0.70.
+/// against this directory, throwaway builds; see `docs/history-performance.md`): 16 (an 8-bit
+/// fingerprint of each slot's tag, 6.5% of absent ids let through rather than 17.4%) ran
+/// missing-first lookups x0.80, and 4 (the summary folded onto 32 bits, 31.2% let through)
+/// x0.70.
 const DIRECTORY_BUCKETS: usize = 1 << 15;
 
 /// The shape of a history of a given capacity: how many ids it keeps, how long its ring is

@@ -29,7 +29,8 @@ pub(crate) struct Shared<S> {
     /// the layout, so that a large history's lookups pay one test for it. (That test, with the
     /// writer's for a copy to store, is not free: at 8,388,608 ids on the AMD EPYC VM, in five
     /// interleaved pairs against the build without a directory, missing-first lookups ran x0.93
-    /// and all-new inserts x0.95-0.97, the references moving by x0.91-1.00; see the README.)
+    /// and all-new inserts x0.95-0.97, the references moving by x0.91-1.00; see
+    /// `docs/history-performance.md`.)
     pub(crate) directory: usize,
     /// Insertions since construction; published before a ring entry is overwritten. The
     /// writer stores it at every insertion, so it sits on cache lines of its own: sharing one
