@@ -12,9 +12,11 @@
 //!
 //! Rows vary: completion size (4, 34, 417, 834 blocks) for all-new inserts; duplicate-only
 //! completions; lookups of 34 present blocks and lookups whose first block is missing (20,000
-//! of each per run at any capacity; a random new first id for each missing-first lookup); one
-//! reader thread racing one writer, as fast as it goes and held at a fixed rate (`PACE`); and
-//! ids crafted to share their top or low 32 bits.
+//! of each per run at any capacity; a random new first id for each missing-first lookup), the
+//! latter also from two cache states set before each contender's run (caches flushed by reading
+//! 1 GiB of other data, and caches warmed by 20,000 other such lookups); one reader thread
+//! racing one writer, as fast as it goes and held at a fixed rate (`PACE`); and ids crafted to
+//! share their top or low 32 bits.
 //!
 //! `cargo bench -p kvreuse-benches --bench history`. `KVREUSE_BENCH_CAPACITIES` (a
 //! comma-separated list, default `131072,8388608`) measures other sizes; the bars are those of
@@ -144,6 +146,8 @@ const BARS: &[(&str, [(&str, &str); 2])] = &[
     ("duplicate-only completions, 34 blocks", [(">= 2x", ">= 4x"); 2]),
     ("prefix lookup, 34 present blocks", [(">= 3x", ">= 5x"); 2]),
     ("lookup whose first block is missing", [(">= 1x", ">= 1.5x"), (">= 1x", "")]),
+    ("missing-first lookups, caches flushed first", [(">= 1x", ">= 1.5x"), (">= 1x", "")]),
+    ("missing-first lookups, after 20,000 others", [(">= 1x", ">= 1.5x"), (">= 1x", "")]),
     ("race: reader lookups while a writer inserts", [(">= 4x", ">= 6x"); 2]),
     ("race, writer paced: reader lookups", [(">= 4x", ">= 6x"); 2]),
     ("flood: crafted ids vs random ids (insert rate)", [(">= 0.5x (kvreuse)", ">= 0.9x"); 2]),
@@ -173,7 +177,8 @@ fn main() {
     };
     let runs = env_usize("KVREUSE_BENCH_RUNS", if smoke { 1 } else { 5 });
     let scale = if smoke { 1 } else { 20 };
-    let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale)).collect();
+    let flush = if smoke { 4 << 20 } else { FLUSH_BYTES };
+    let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale, flush)).collect();
     println!("\n{}", kvreuse_benches::machine());
     // (A smoke run probes the small sizes only: the largest array takes a second and 256 MiB.)
     println!("{}", kvreuse_benches::memory_latency(if smoke { 4 << 20 } else { 256 << 20 }));
@@ -182,8 +187,19 @@ fn main() {
     }
 }
 
-/// Runs every row `runs` times on histories of `capacity` ids; returns the table.
-fn measure(capacity: usize, runs: usize, scale: usize) -> String {
+/// Bytes read before a row that starts from cold caches, so that every cache holds other lines
+/// and none of the contender's: twice the largest L3 that lscpu has reported on the VMs this
+/// project runs on (480 MiB).
+const FLUSH_BYTES: usize = 1 << 30;
+
+/// Reads all of `flush` (written before, so that its pages are real, not the shared zero page).
+fn flush_caches(flush: &[u64]) {
+    black_box(flush.iter().fold(0u64, |sum, &w| sum.wrapping_add(w)));
+}
+
+/// Runs every row `runs` times on histories of `capacity` ids; returns the table. Rows that
+/// start from cold caches first read `flush_bytes` of other data.
+fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> String {
     let reference = ReferenceHistory::with_capacity(capacity);
     let proposal = ProposalHistory::with_capacity(capacity);
     let ours = SharedHistory::with_capacity(capacity).expect("history");
@@ -200,6 +216,7 @@ fn measure(capacity: usize, runs: usize, scale: usize) -> String {
     drop(fill);
     let bytes = [reference.heap_bytes(), proposal.heap_bytes(), ours.heap_bytes()]
         .map(|b| b as f64 / capacity as f64);
+    let flush = vec![1u64; flush_bytes / 8];
 
     let mut samples = Samples::default();
     for run in 0..runs {
@@ -259,6 +276,32 @@ fn measure(capacity: usize, runs: usize, scale: usize) -> String {
         }
         per("lookup whose first block is missing", "M lookups/s", &mut |c| {
             let (seen, secs) = lookup(c, &missing_first, 34);
+            assert_eq!(seen, 0);
+            completions as f64 / secs / 1e6
+        });
+        // The row above starts from whatever the rows and contenders before it left in the
+        // caches, which differs by contender and by its place in the order. The same lookups
+        // (new first ids each time) from two states set before each contender's run: caches
+        // holding none of its lines, and caches warmed by as many other such lookups, as a
+        // router's would be that looks up prompts all the time.
+        let with_new_firsts = |row: u64| {
+            let mut rng = SplitMix64::new(seed(row));
+            let mut lookups = repeated.clone();
+            for ids in lookups.chunks_mut(34) {
+                ids[0] = rng.next_u64();
+            }
+            lookups
+        };
+        let (cold, warm_up, warm) = (with_new_firsts(92), with_new_firsts(91), with_new_firsts(90));
+        per("missing-first lookups, caches flushed first", "M lookups/s", &mut |c| {
+            flush_caches(&flush);
+            let (seen, secs) = lookup(c, &cold, 34);
+            assert_eq!(seen, 0);
+            completions as f64 / secs / 1e6
+        });
+        per("missing-first lookups, after 20,000 others", "M lookups/s", &mut |c| {
+            assert_eq!(lookup(c, &warm_up, 34).0, 0);
+            let (seen, secs) = lookup(c, &warm, 34);
             assert_eq!(seen, 0);
             completions as f64 / secs / 1e6
         });
