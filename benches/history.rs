@@ -268,12 +268,16 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> St
             assert_eq!(seen, repeated.len());
             completions as f64 / secs / 1e6
         });
-        // Every lookup's first id is a new random one.
-        let mut rng = SplitMix64::new(seed(98));
-        let mut missing_first = repeated.clone();
-        for ids in missing_first.chunks_mut(34) {
-            ids[0] = rng.next_u64();
-        }
+        // `repeated` with every lookup's first id a new random one, drawn from `seed(row)`.
+        let with_new_firsts = |row: u64| {
+            let mut rng = SplitMix64::new(seed(row));
+            let mut lookups = repeated.clone();
+            for ids in lookups.chunks_mut(34) {
+                ids[0] = rng.next_u64();
+            }
+            lookups
+        };
+        let missing_first = with_new_firsts(98);
         per("lookup whose first block is missing", "M lookups/s", &mut |c| {
             let (seen, secs) = lookup(c, &missing_first, 34);
             assert_eq!(seen, 0);
@@ -284,14 +288,6 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> St
         // (new first ids each time) from two states set before each contender's run: caches
         // holding none of its lines, and caches warmed by as many other such lookups, as a
         // router's would be that looks up prompts all the time.
-        let with_new_firsts = |row: u64| {
-            let mut rng = SplitMix64::new(seed(row));
-            let mut lookups = repeated.clone();
-            for ids in lookups.chunks_mut(34) {
-                ids[0] = rng.next_u64();
-            }
-            lookups
-        };
         let (cold, warm_up, warm) = (with_new_firsts(92), with_new_firsts(91), with_new_firsts(90));
         per("missing-first lookups, caches flushed first", "M lookups/s", &mut |c| {
             flush_caches(&flush);
