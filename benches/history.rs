@@ -177,8 +177,10 @@ fn main() {
     };
     let runs = env_usize("KVREUSE_BENCH_RUNS", if smoke { 1 } else { 5 });
     let scale = if smoke { 1 } else { 20 };
-    let flush = if smoke { 4 << 20 } else { FLUSH_BYTES };
-    let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale, flush)).collect();
+    // Written once, so that its pages are real (not the shared zero page) when a row reads it.
+    let flush = vec![1u64; if smoke { 4 << 20 } else { FLUSH_BYTES } / 8];
+    let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale, &flush)).collect();
+    drop(flush);
     println!("\n{}", kvreuse_benches::machine());
     // (A smoke run probes the small sizes only: the largest array takes a second and 256 MiB.)
     println!("{}", kvreuse_benches::memory_latency(if smoke { 4 << 20 } else { 256 << 20 }));
@@ -192,14 +194,14 @@ fn main() {
 /// project runs on (480 MiB).
 const FLUSH_BYTES: usize = 1 << 30;
 
-/// Reads all of `flush` (written before, so that its pages are real, not the shared zero page).
+/// Reads all of `flush`.
 fn flush_caches(flush: &[u64]) {
     black_box(flush.iter().fold(0u64, |sum, &w| sum.wrapping_add(w)));
 }
 
 /// Runs every row `runs` times on histories of `capacity` ids; returns the table. Rows that
-/// start from cold caches first read `flush_bytes` of other data.
-fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> String {
+/// start from cold caches first read all of `flush`.
+fn measure(capacity: usize, runs: usize, scale: usize, flush: &[u64]) -> String {
     let reference = ReferenceHistory::with_capacity(capacity);
     let proposal = ProposalHistory::with_capacity(capacity);
     let ours = SharedHistory::with_capacity(capacity).expect("history");
@@ -216,7 +218,6 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> St
     drop(fill);
     let bytes = [reference.heap_bytes(), proposal.heap_bytes(), ours.heap_bytes()]
         .map(|b| b as f64 / capacity as f64);
-    let flush = vec![1u64; flush_bytes / 8];
 
     let mut samples = Samples::default();
     for run in 0..runs {
@@ -277,11 +278,15 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> St
             }
             lookups
         };
-        let missing_first = with_new_firsts(98);
-        per("lookup whose first block is missing", "M lookups/s", &mut |c| {
-            let (seen, secs) = lookup(c, &missing_first, 34);
+        // Millions of lookups a second over `lookups`, every one of which must find nothing.
+        let misses = |c: &dyn Contender, lookups: &[u64]| {
+            let (seen, secs) = lookup(c, lookups, 34);
             assert_eq!(seen, 0);
             completions as f64 / secs / 1e6
+        };
+        let missing_first = with_new_firsts(98);
+        per("lookup whose first block is missing", "M lookups/s", &mut |c| {
+            misses(c, &missing_first)
         });
         // The row above starts from whatever the rows and contenders before it left in the
         // caches, which differs by contender and by its place in the order. The same lookups
@@ -290,16 +295,12 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush_bytes: usize) -> St
         // router's would be that looks up prompts all the time.
         let (cold, warm_up, warm) = (with_new_firsts(92), with_new_firsts(91), with_new_firsts(90));
         per("missing-first lookups, caches flushed first", "M lookups/s", &mut |c| {
-            flush_caches(&flush);
-            let (seen, secs) = lookup(c, &cold, 34);
-            assert_eq!(seen, 0);
-            completions as f64 / secs / 1e6
+            flush_caches(flush);
+            misses(c, &cold)
         });
         per("missing-first lookups, after 20,000 others", "M lookups/s", &mut |c| {
-            assert_eq!(lookup(c, &warm_up, 34).0, 0);
-            let (seen, secs) = lookup(c, &warm, 34);
-            assert_eq!(seen, 0);
-            completions as f64 / secs / 1e6
+            misses(c, &warm_up);
+            misses(c, &warm)
         });
 
         // The writer's ids evict the oldest; at most as many as leave `recent` present, so
