@@ -392,14 +392,23 @@ impl<S: Storage> HistoryReader<S> {
         if scan.rules_out() {
             return 0;
         }
+        // Otherwise the scan found slots with the id's tag, or ids of its class overflowed.
+        // The first id is looked up through it before the rest of the lookup is set up: one
+        // that is absent (its tag matched by chance) is again the answer.
+        let mut view = self.view();
+        let Some(word) =
+            ids.first().and_then(|&id| self.shared.first_found(id, &home, scan, &view))
+        else {
+            return 0;
+        };
         // The scan serves the first attempt only; a retry scans afresh.
-        let mut first = Some((home, scan));
+        let mut first = Some(word);
         loop {
-            let view = self.view();
-            let (seen, shortest_life) = self.shared.prefix(ids, &view, first.take().as_ref());
+            let (seen, shortest_life) = self.shared.prefix(ids, &view, first.take());
             if seen == 0 || self.shared.still_valid(&view, shortest_life) {
                 return seen;
             }
+            view = self.view();
         }
     }
 
