@@ -133,10 +133,8 @@ impl<S: Storage> Shared<S> {
             if k == 0 {
                 // The first id alone, without batch arrays to set up: a lookup whose first id is
                 // absent reads one cache line and nothing speculative.
-                let word = match first {
-                    Some(word) => Some(word),
-                    None => self.tables().find(ids[0], &self.tables().home(ids[0]), view),
-                };
+                let word =
+                    first.or_else(|| self.tables().find(ids[0], &self.tables().home(ids[0]), view));
                 let Some(word) = word else { break };
                 shortest_life = view.capacity - 1 - view.age(&self.codec, word);
                 position = Some(self.codec.position(word));
@@ -498,6 +496,8 @@ impl Tables<'_> {
 mod tests {
     use super::*;
     use crate::history::History;
+    use crate::history::bucket::FIRST_SLOT;
+    use crate::history::layout::splitmix;
 
     /// A scan tags exactly the slots whose word carries the id's tag, slot by slot, whatever
     /// the other slots hold (words one tag bit off, empty words, the same key under another
@@ -507,10 +507,8 @@ mod tests {
     fn a_scan_tags_exactly_the_slots_whose_word_carries_the_tag() {
         let mut state = 0x1234_5678_9abc_def0_u64;
         let mut next = move || {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+            state = splitmix(state);
+            state
         };
         for capacity in [1_000, 131_072, 8_388_608] {
             let h = History::with_capacity(capacity, 7).unwrap();
@@ -521,7 +519,7 @@ mod tests {
             for _ in 0..4_000 {
                 let home = t.codec.home(next());
                 let mut words = [0u32; 2 * PAIRS];
-                for word in &mut words[2..] {
+                for word in &mut words[FIRST_SLOT..] {
                     let key = next() as u32 & !tag_mask;
                     let r = next();
                     *word = match r % 5 {
@@ -541,7 +539,7 @@ mod tests {
                     pairs[i].store(pair, Ordering::Relaxed);
                 }
                 let scan = t.scan(home.first, &home);
-                let want = (2..2 * PAIRS)
+                let want = (FIRST_SLOT..2 * PAIRS)
                     .filter(|&s| t.codec.tag(words[s]) == home.tag)
                     .fold(0u32, |mask, s| mask | 1 << s);
                 assert_eq!(scan.tagged, want, "capacity {capacity}, words {words:x?}");
