@@ -6,7 +6,9 @@ Run by scripts/bench-compare, or alone on saved outputs:
     python3 scripts/history_pair.py BASE_OUTPUT... -- CHANGED_OUTPUT...
 
 The i-th output of each side form a pair (scripts/bench-compare runs a pair's two invocations
-back to back, alternating which goes first). For each row the table gives the median and range
+back to back, alternating which goes first). The two builds' benches may have different rows
+(a build from before a row was added): the rows both have are compared, matched by name, and
+the others are named under the table. For each row the table gives the median and range
 over the pairs of the changed build's figure divided by the base build's: kvreuse's, which is
 what the change is about, and the two references', whose code the builds share. A reference's
 ratio is not about the change: it shows how far a rate moves between invocations by chance
@@ -16,7 +18,7 @@ on this VM, which is how to read kvreuse's.
 import statistics
 import sys
 
-from history_set import fail, number, parse_alike
+from history_set import fail, number, parse_alike, same_machine
 
 
 def ratio_cell(values):
@@ -24,28 +26,47 @@ def ratio_cell(values):
     return f"x{statistics.median(values):.3f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def row_index(rows, path, capacity):
+    """Where each measure's row is in a table ({measure: index}); a measure must not repeat."""
+    index = {}
+    for i, (measure, _, _) in enumerate(rows):
+        if measure in index:
+            fail(f"{path}: the table of {capacity} ids has the row {measure!r} twice")
+        index[measure] = i
+    return index
+
+
 def compare(base_paths, changed_paths):
     if len(base_paths) != len(changed_paths):
         fail(f"{len(base_paths)} base outputs but {len(changed_paths)} changed ones: "
              "outputs compare in pairs")
-    paths = base_paths + changed_paths
-    outputs = parse_alike(paths)
-    machine = outputs[0][0]
-    capacities = list(outputs[0][2])
-    pairs = list(zip(outputs[: len(base_paths)], outputs[len(base_paths):], base_paths,
-                     changed_paths))
+    # Each side's outputs come from one bench build, so they have the same rows; the two sides
+    # need only share a machine and the capacities.
+    base_outputs, changed_outputs = parse_alike(base_paths), parse_alike(changed_paths)
+    same_machine(base_paths[0], base_outputs[0][0], changed_paths[0], changed_outputs[0][0])
+    capacities = list(base_outputs[0][2])
+    if list(changed_outputs[0][2]) != capacities:
+        fail(f"{changed_paths[0]} measured capacities {list(changed_outputs[0][2])}, "
+             f"{base_paths[0]} {capacities}")
+    pairs = list(zip(base_outputs, changed_outputs, base_paths, changed_paths))
     count = f"{len(pairs)} pair" + ("" if len(pairs) == 1 else "s")
-    out = [machine, f"{count}: the changed build's figure divided by the base build's, median "
-           "(range)."]
+    out = [base_outputs[0][0], f"{count}: the changed build's figure divided by the base "
+           "build's, median (range)."]
     for capacity in capacities:
         out += ["", f"At {capacity:,} ids:", ""]
         out.append("| measure | kvreuse | reference (std) | proposal (parking_lot) |")
         out.append("|---|---:|---:|---:|")
-        rows = outputs[0][2][capacity]
-        for i, (measure, _, _) in enumerate(rows):
+        # Each side's outputs have their first output's rows, in its order.
+        base_rows = row_index(base_outputs[0][2][capacity], base_paths[0], capacity)
+        changed_rows = row_index(changed_outputs[0][2][capacity], changed_paths[0], capacity)
+        shared = [m for m in base_rows if m in changed_rows]
+        if not shared:
+            fail(f"{base_paths[0]} and {changed_paths[0]} share no row at {capacity} ids")
+        for measure in shared:
             ratios = [[], [], []]
             for (_, _, base), (_, _, changed), base_path, changed_path in pairs:
-                before_cells, after_cells = base[capacity][i][2], changed[capacity][i][2]
+                before_cells = base[capacity][base_rows[measure]][2]
+                after_cells = changed[capacity][changed_rows[measure]][2]
                 for k in range(3):
                     before = number(before_cells[k], base_path, measure)
                     after = number(after_cells[k], changed_path, measure)
@@ -58,6 +79,11 @@ def compare(base_paths, changed_paths):
             # itself).
             columns = (ratios[2], ratios[0], ratios[1])
             out.append(f"| {measure} | {' | '.join(ratio_cell(r) for r in columns)} |")
+        for side, rows, other in (("base", base_rows, changed_rows),
+                                  ("changed", changed_rows, base_rows)):
+            alone = [m for m in rows if m not in other]
+            if alone:
+                out += ["", f"Only the {side} build's bench has: " + "; ".join(alone) + "."]
     return "\n".join(out)
 
 

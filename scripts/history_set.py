@@ -79,6 +79,13 @@ def rate(value):
     return f"{value:.3g}"
 
 
+def same_machine(first_path, first, path, other):
+    """Stops unless two outputs' machine lines are the same: ratios from different machines do
+    not combine (see the README on the two VMs)."""
+    if other != first:
+        fail(f"{path} ran on another machine than {first_path}:\n  {other}\n  {first}")
+
+
 def parse_alike(paths):
     """Every output's `parse`, checked to come from one machine and to have the same tables
     (capacities, and the same rows in the same order) as the first."""
@@ -86,9 +93,7 @@ def parse_alike(paths):
     machine = outputs[0][0]
     capacities = list(outputs[0][2])
     for path, (other, _, tables) in zip(paths, outputs):
-        if other != machine:
-            # Ratios from different machines do not combine (see the README on the two VMs).
-            fail(f"{path} ran on another machine than {paths[0]}:\n  {other}\n  {machine}")
+        same_machine(paths[0], machine, path, other)
         if list(tables) != capacities:
             fail(f"{path} measured capacities {list(tables)}, {paths[0]} {capacities}")
         for capacity in capacities:
