@@ -178,6 +178,10 @@ fn main() {
     let runs = env_usize("KVREUSE_BENCH_RUNS", if smoke { 1 } else { 5 });
     let scale = if smoke { 1 } else { 20 };
     // Written once, so that its pages are real (not the shared zero page) when a row reads it.
+    // Written before any history is built, which makes the references' in-memory rows faster
+    // than a small buffer would (the std replica's by about x1.12; kvreuse's not at all: see
+    // docs/history-performance.md, 2026-12-05 on the Intel Xeon VM): the state that favours
+    // them, kept.
     let flush = vec![1u64; if smoke { 4 << 20 } else { FLUSH_BYTES } / 8];
     let tables: Vec<String> = capacities.iter().map(|&c| measure(c, runs, scale, &flush)).collect();
     drop(flush);
