@@ -744,6 +744,7 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
     use alloc::string::ToString;
     use alloc::vec;
 
@@ -904,12 +905,7 @@ mod tests {
         // not unsigned integers (leading zeros, fractions, exponents, signs, values past u64,
         // nothing): `u64_array` gives serde_json's values or an error where serde_json fails.
         let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = move || xorshift(&mut state);
         let blanks = ["", " ", "\n\t", "  \r"];
         for _ in 0..20_000 {
             let mut text = String::from(blanks[(next() % 4) as usize]);
@@ -963,9 +959,7 @@ mod tests {
     fn digit_runs_read_eight_at_a_time_equal_the_plain_loop() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            xorshift(&mut state);
             let digits = (state % 21) as usize;
             let mut text: Vec<u8> =
                 (0..digits).map(|k| b'0' + ((state >> (k % 60)) % 10) as u8).collect();

@@ -50,3 +50,5 @@ mod bits;
 mod prefetch;
 mod sort;
 mod sync;
+#[cfg(test)]
+mod test_rng;

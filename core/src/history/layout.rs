@@ -204,9 +204,7 @@ const M1: u64 = 0xbf58_476d_1ce4_e5b9;
 const M2: u64 = 0x94d0_49bb_1331_11eb;
 const M3: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// SplitMix64's step: the next state's output for state `z` (also a test's random stream, fed
-/// its own output).
-pub(super) fn splitmix(mut z: u64) -> u64 {
+fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(M3);
     z = (z ^ (z >> 30)).wrapping_mul(M1);
     z = (z ^ (z >> 27)).wrapping_mul(M2);

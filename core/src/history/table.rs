@@ -497,7 +497,7 @@ mod tests {
     use super::*;
     use crate::history::History;
     use crate::history::bucket::FIRST_SLOT;
-    use crate::history::layout::splitmix;
+    use crate::test_rng::xorshift;
 
     /// A scan tags exactly the slots whose word carries the id's tag, slot by slot, whatever
     /// the other slots hold (words one tag bit off, empty words, the same key under another
@@ -506,10 +506,7 @@ mod tests {
     #[test]
     fn a_scan_tags_exactly_the_slots_whose_word_carries_the_tag() {
         let mut state = 0x1234_5678_9abc_def0_u64;
-        let mut next = move || {
-            state = splitmix(state);
-            state
-        };
+        let mut next = move || xorshift(&mut state);
         for capacity in [1_000, 131_072, 8_388_608] {
             let h = History::with_capacity(capacity, 7).unwrap();
             let t = h.shared.tables();

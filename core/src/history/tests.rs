@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 
 use super::*;
+use crate::test_rng::xorshift;
 use layout::CLASSES;
 use writer::OverflowFlags;
 
@@ -182,12 +183,7 @@ fn flooded_ids_still_spread_over_buckets() {
 #[test]
 fn overflow_counts_stay_exact_under_random_churn() {
     let mut rng = 0x1234_5678_9abc_def0u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = move || xorshift(&mut rng);
     let cases = option_env!("KVREUSE_CHURN_CASES").and_then(|c| c.parse().ok()).unwrap_or(60);
     for case in 0..cases {
         let capacity = 16 + (next() % 300) as usize;

@@ -829,6 +829,7 @@ mod tests {
     use alloc::vec::Vec;
 
     use super::*;
+    use crate::test_rng::xorshift;
 
     /// The due list keeps exactly the buckets noted as due, in order, for batches of any
     /// length up to a full one, against a filtered list.
@@ -837,9 +838,7 @@ mod tests {
         let mut due = Due::new();
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         for case in 0..500 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
+            xorshift(&mut rng);
             let notes: Vec<(usize, bool)> = (0..case % (BATCH + 1))
                 .map(|i| (i * 31 + case, rng >> (i % 64) & 1 != 0))
                 .collect();
@@ -866,9 +865,7 @@ mod tests {
             .unwrap();
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for case in 0..2000 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
+            xorshift(&mut rng);
             let taken = rng as u32 & SLOTS;
             for slot in FIRST_SLOT..BUCKET_WORDS {
                 s.store(0, slot, if taken >> slot & 1 != 0 { live } else { 0 });

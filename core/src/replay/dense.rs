@@ -94,6 +94,7 @@ impl DenseIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
     use alloc::collections::BTreeMap;
 
     /// Against a map that numbers ids in order of first appearance, on ids that mix small
@@ -101,12 +102,7 @@ mod tests {
     #[test]
     fn numbers_ids_in_order_of_first_appearance() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = move || xorshift(&mut state);
         let mut dense = DenseIds::default();
         let mut model = BTreeMap::new();
         for step in 0..200_000u64 {

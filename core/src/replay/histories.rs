@@ -317,14 +317,8 @@ impl Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
     use alloc::vec;
-
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
 
     /// Against naive models (deques of `(id, stamp)`, newest at the back), with enough
     /// histories that the presence bits span two words.
