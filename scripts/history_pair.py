@@ -18,7 +18,7 @@ on this VM, which is how to read kvreuse's.
 import statistics
 import sys
 
-from history_set import fail, number, parse_alike, same_machine
+from history_set import comparable, fail, number, parse_alike
 
 
 def ratio_cell(values):
@@ -40,14 +40,11 @@ def compare(base_paths, changed_paths):
     if len(base_paths) != len(changed_paths):
         fail(f"{len(base_paths)} base outputs but {len(changed_paths)} changed ones: "
              "outputs compare in pairs")
-    # Each side's outputs come from one bench build, so they have the same rows; the two sides
-    # need only share a machine and the capacities.
+    # Each side's outputs come from one bench build, so they have the same rows, in the same
+    # order; the two sides need only be comparable.
     base_outputs, changed_outputs = parse_alike(base_paths), parse_alike(changed_paths)
-    same_machine(base_paths[0], base_outputs[0][0], changed_paths[0], changed_outputs[0][0])
+    comparable(base_paths[0], base_outputs[0], changed_paths[0], changed_outputs[0])
     capacities = list(base_outputs[0][2])
-    if list(changed_outputs[0][2]) != capacities:
-        fail(f"{changed_paths[0]} measured capacities {list(changed_outputs[0][2])}, "
-             f"{base_paths[0]} {capacities}")
     pairs = list(zip(base_outputs, changed_outputs, base_paths, changed_paths))
     count = f"{len(pairs)} pair" + ("" if len(pairs) == 1 else "s")
     out = [base_outputs[0][0], f"{count}: the changed build's figure divided by the base "
@@ -56,7 +53,6 @@ def compare(base_paths, changed_paths):
         out += ["", f"At {capacity:,} ids:", ""]
         out.append("| measure | kvreuse | reference (std) | proposal (parking_lot) |")
         out.append("|---|---:|---:|---:|")
-        # Each side's outputs have their first output's rows, in its order.
         base_rows = row_index(base_outputs[0][2][capacity], base_paths[0], capacity)
         changed_rows = row_index(changed_outputs[0][2][capacity], changed_paths[0], capacity)
         shared = [m for m in base_rows if m in changed_rows]

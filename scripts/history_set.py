@@ -79,23 +79,24 @@ def rate(value):
     return f"{value:.3g}"
 
 
-def same_machine(first_path, first, path, other):
-    """Stops unless two outputs' machine lines are the same: ratios from different machines do
-    not combine (see the README on the two VMs)."""
-    if other != first:
-        fail(f"{path} ran on another machine than {first_path}:\n  {other}\n  {first}")
+def comparable(first_path, first, path, other):
+    """Stops unless two outputs (as `parse` returns them) ran on the same machine, whose ratios
+    do not combine with another's (see the README on the two VMs), and measured the same
+    capacities."""
+    if other[0] != first[0]:
+        fail(f"{path} ran on another machine than {first_path}:\n  {other[0]}\n  {first[0]}")
+    if list(other[2]) != list(first[2]):
+        fail(f"{path} measured capacities {list(other[2])}, {first_path} {list(first[2])}")
 
 
 def parse_alike(paths):
-    """Every output's `parse`, checked to come from one machine and to have the same tables
-    (capacities, and the same rows in the same order) as the first."""
+    """Every output's `parse`, checked to be `comparable` with the first and to have the same
+    rows in the same order."""
     outputs = [parse(p) for p in paths]
-    machine = outputs[0][0]
     capacities = list(outputs[0][2])
-    for path, (other, _, tables) in zip(paths, outputs):
-        same_machine(paths[0], machine, path, other)
-        if list(tables) != capacities:
-            fail(f"{path} measured capacities {list(tables)}, {paths[0]} {capacities}")
+    for path, output in zip(paths, outputs):
+        comparable(paths[0], outputs[0], path, output)
+        tables = output[2]
         for capacity in capacities:
             if len(tables[capacity]) != len(outputs[0][2][capacity]):
                 fail(f"{path}: the table of {capacity} ids has {len(tables[capacity])} rows, "
