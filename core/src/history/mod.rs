@@ -75,6 +75,7 @@ mod bucket;
 mod layout;
 mod storage;
 mod table;
+mod tag_match;
 mod writer;
 
 use core::fmt;

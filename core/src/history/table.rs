@@ -2,13 +2,14 @@
 //!
 //! A lookup starts at an id's first bucket (see `bucket.rs` for a bucket's anatomy): its
 //! header's summary rules most absent ids out in one 8-byte read. Otherwise one pass over the
-//! slot words compares two slot tags per 64-bit operation ([`Tables::scan`]); a live slot
-//! whose tag matches leads to the ring entry, which confirms the id. The second bucket is read
-//! only when the first counts overflowed ids of the id's class. The writer's side (placing
-//! ids, moving residents, rebuilding summaries) is in `writer.rs`.
+//! slot words compares their tags with the id's, several at a time ([`Tables::scan`], with
+//! `tag_match.rs`); a live slot whose tag matches leads to the ring entry, which confirms the
+//! id. The second bucket is read only when the first counts overflowed ids of the id's class.
+//! The writer's side (placing ids, moving residents, rebuilding summaries) is in `writer.rs`.
 
 use super::bucket::{Header, PAIRS, SLOTS};
 use super::layout::{Codec, Home, Mixer, View};
+use super::tag_match::tagged_words;
 use super::{Layout, Storage};
 use crate::bits::SetBits;
 use crate::prefetch::prefetch;
@@ -317,48 +318,20 @@ impl Tables<'_> {
     /// header could miss the resident in both places.)
     #[inline(always)]
     pub(crate) fn scan(&self, bucket: usize, home: &Home) -> Scan {
-        // After masking to the tag bits and shifting right by one, each 32-bit half is zero
-        // (a match) or between 2 and 2^31 - 1; subtracting one from each half then sets its
-        // top bit exactly when it was zero (a borrow out of a zero low half takes the high
-        // half down by one more, which leaves a non-zero high half positive).
-        const ONES: u64 = 0x0000_0001_0000_0001;
-        const TOPS: u64 = 0x8000_0000_8000_0000;
         let p = self.pairs(bucket);
-        let tags = u64::from(home.tag) | u64::from(home.tag) << 32;
-        let high = u64::from(self.codec.tag(u32::MAX));
-        let high = high | high << 32;
-        // Built in place, the words read straight into it: built at the end, the compiler
-        // copied them from where it had spilled them into the scan (16 instructions), ahead of
-        // the caller's test of `tagged` (2.2 of 234.8 instructions per new id at 131,072 ids).
+        let high = self.codec.tag(u32::MAX);
         let mut scan = Scan { words: [0u64; PAIRS], tagged: 0, overflowed: false };
-        let mut zeros = [0u64; PAIRS];
-        let mut any = 0;
-        for i in 1..PAIRS {
+        for (word, pair) in scan.words[1..].iter_mut().zip(&p[1..]) {
             // Ordering: Acquire pairs with the Release store of a slot word (`store`): a
             // reader that reads a word reads the ring entry written before it, and, having
             // read an emptied slot, the header count of a resident that moved out (below).
-            scan.words[i] = p[i].load(Ordering::Acquire);
-            let diff = ((scan.words[i] ^ tags) & high) >> 1;
-            // (Masked to the top bits only where they are used: the common scan, which finds
-            // no match, then tests them once, in `any`.)
-            zeros[i] = diff.wrapping_sub(ONES);
-            any |= zeros[i];
+            *word = pair.load(Ordering::Acquire);
         }
         // Ordering: Acquire; a header zeroed by `clear` synchronizes with the fence there, so
         // a reader that missed an id because of it sees the new start in `still_valid`.
         // (Program order after the slot loads' Acquire already keeps this load after them.)
         let header = p[0].load(Ordering::Acquire);
-        let mut tagged = 0;
-        if any & TOPS != 0 {
-            // Pair i's matches, bits 31 and 63 of its `zeros`, shifted down to bits 2i and
-            // 32 + 2i of one word; its high half, shifted down by 31 more, lands between the
-            // low half's bits: slot 2i + 1 beside slot 2i.
-            let mut spread = 0;
-            for (i, z) in zeros.iter().enumerate() {
-                spread |= (z & TOPS) >> (31 - 2 * i);
-            }
-            tagged = spread as u32 | (spread >> 31) as u32;
-        }
+        let tagged = tagged_words(&scan.words, home.tag, high);
         scan.tagged = tagged & SLOTS;
         scan.overflowed = bucket == home.first && Header(header).count(home.class) != 0;
         scan
