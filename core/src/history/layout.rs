@@ -1,6 +1,7 @@
 //! Sizes, the keyed id mix, the slot-word format and the liveness rule.
 
 use super::HistoryError;
+use super::word_masks::{self, Interval, Pairs};
 
 /// 32-bit words per bucket: one 64-byte cache line, stored as eight 64-bit words. Words 0 and
 /// 1 are the bucket's header (a summary of its tags, overflow counts, the slot it fills next),
@@ -14,6 +15,9 @@ pub const BUCKET_SLOTS: usize = BUCKET_WORDS - 2;
 /// (29 bits at most, the ring having one entry more than the capacity), and at least three tag
 /// bits.
 pub const MAX_CAPACITY: usize = (1 << 27) - 1;
+// Keys (three ring lengths of `MAX_CAPACITY + 1` at most) stay below 2^31, as the SSE2 tests of
+// `word_masks` need.
+const _: () = assert!(3 * (MAX_CAPACITY + 1) < 1 << 31);
 
 /// Occupied fraction of a full large history's slots, as a ratio: 3/5.
 const LOAD: (usize, usize) = (3, 5);
@@ -245,6 +249,11 @@ pub(crate) const GROUP: u32 = SUMMARY_BITS / CLASSES;
 /// bits of a tag (four classes, so 32 values per class) can name.
 const PAIRS_USED: usize = 128 / CLASSES as usize;
 
+/// Entries of a summary table: the bits of each of the 128 tag values (or mixes' low 7 bits),
+/// then none, for the index a summary rebuild gives a slot that is not live
+/// ([`Codec::live_summary`]). An index of a byte needs no bounds check.
+const MASKS: usize = 256;
+
 /// The summary bits of each 7-bit tag value `v`: class `v % 4`, and pair `v / 4` of
 /// [`pair_order`]`(star)`.
 ///
@@ -257,9 +266,9 @@ const PAIRS_USED: usize = 128 / CLASSES as usize;
 /// count used before, histories in their steady state (filled with four to six times their
 /// capacity of random ids) admit fewer of 400,000 random absent ids: 27.9% -> 25.7% at 131,072
 /// ids, 31.9% -> 29.5% at 8,388,608 (measured with groups of 11 bits, both at 60% load).
-const fn summary_masks(star: u32) -> [u64; 128] {
+const fn summary_masks(star: u32) -> [u64; MASKS] {
     let order = pair_order(star);
-    let mut masks = [0u64; 128];
+    let mut masks = [0u64; MASKS];
     let mut v = 0;
     while v < 128 {
         let class = (v % CLASSES as usize) as u32;
@@ -272,12 +281,12 @@ const fn summary_masks(star: u32) -> [u64; 128] {
 
 /// For tags of at least 6 bits (16 or more values per class): pairs of evenly used bits. Codecs
 /// use it as it is from 8 bits up; 6 and 7 bits get [`NARROW_MASKS`] built from it.
-static SPREAD_MASKS: [u64; 128] = summary_masks(0);
+static SPREAD_MASKS: [u64; MASKS] = summary_masks(0);
 
 /// For tags of 5 bits or fewer (8 or fewer values per class): the first 8 pairs share a bit.
 /// (Only in [`NARROW_MASKS`] outside the tests.)
 #[cfg(test)]
-static STAR_MASKS: [u64; 128] = summary_masks(8);
+static STAR_MASKS: [u64; MASKS] = summary_masks(8);
 
 /// The tag widths below 8 bits that slot words may keep (see [`MAX_CAPACITY`]).
 const NARROW_WIDTHS: core::ops::Range<u32> = 3..8;
@@ -289,9 +298,9 @@ const NARROW_WIDTHS: core::ops::Range<u32> = 3..8;
 /// serves slot words. (Entry 0 also serves the empty word, whose bits a summary rebuild takes
 /// when key 0 is live: it now sets the fixed-up tag's pair rather than one no id used. No answer
 /// depends on which bits an empty word sets.)
-const fn narrow_masks(width: u32) -> [u64; 128] {
+const fn narrow_masks(width: u32) -> [u64; MASKS] {
     let masks = if width >= 6 { summary_masks(0) } else { summary_masks(8) };
-    let mut table = [0u64; 128];
+    let mut table = [0u64; MASKS];
     let mut i = 0;
     while i < 128 {
         let v = i & ((1 << width) - 1);
@@ -302,7 +311,7 @@ const fn narrow_masks(width: u32) -> [u64; 128] {
 }
 
 /// [`narrow_masks`] of each width of [`NARROW_WIDTHS`], in order.
-static NARROW_MASKS: [[u64; 128]; 5] =
+static NARROW_MASKS: [[u64; MASKS]; 5] =
     [narrow_masks(3), narrow_masks(4), narrow_masks(5), narrow_masks(6), narrow_masks(7)];
 
 /// The order in which a class's values take pairs of its group's bits: first `star` pairs
@@ -399,7 +408,7 @@ pub(crate) struct Codec {
     tag_shift: u32,
     /// The summary bits of each tag value, for this capacity's tag width; indexed by a tag's
     /// value or by a mixed id's low bits alike (see [`narrow_masks`]).
-    masks: &'static [u64; 128],
+    masks: &'static [u64; MASKS],
 }
 
 impl Codec {
@@ -487,10 +496,19 @@ impl Codec {
     }
 
     /// The summary bits of a tag, or of the tag of a slot word (given whole). An id's come
-    /// from its mix ([`id_bits`](Self::id_bits)), which gives the same.
-    #[inline(always)]
+    /// from its mix ([`id_bits`](Self::id_bits)), which gives the same; a rebuild's from
+    /// [`live_summary`](Self::live_summary), which the tests check against this.
+    #[cfg(test)]
     pub(crate) fn summary_bits(&self, tag: u32) -> u64 {
         self.masks[((tag >> self.tag_shift) & 127) as usize]
+    }
+
+    /// The summary bits of the words of `words` that lie in `view`'s live interval (which takes
+    /// in empty words while key 0 is live: see [`View::in_interval`]), OR-ed together: a
+    /// bucket's summary without its overflow bits. The header's pair is left out.
+    #[inline(always)]
+    pub(crate) fn live_summary(&self, words: &Pairs, view: &View) -> u64 {
+        word_masks::live_summary(words, view.interval(), self.tag_shift, self.masks)
     }
 
     /// The tag bits of a word.
@@ -768,6 +786,19 @@ impl View {
     pub(crate) fn in_interval(&self, word: u32) -> bool {
         (word.wrapping_sub(self.first_key) & self.key_mask) < self.keys
     }
+
+    /// [`in_interval`](Self::in_interval) for all of a bucket's words at once, as a mask with
+    /// bit `s` for word `s`; then the mask of its empty words (0).
+    #[inline(always)]
+    pub(crate) fn in_interval_words(&self, words: &Pairs) -> (u32, u32) {
+        word_masks::in_interval(words, self.interval())
+    }
+
+    /// The live interval of keys, for [`word_masks`].
+    #[inline(always)]
+    pub(crate) fn interval(&self) -> Interval {
+        (self.first_key, self.key_mask, self.keys)
+    }
 }
 
 #[cfg(test)]
@@ -844,7 +875,8 @@ mod tests {
     fn summary_masks_are_two_bits_of_their_class_group() {
         for masks in [&SPREAD_MASKS, &STAR_MASKS] {
             let mut seen = alloc::collections::BTreeSet::new();
-            for (v, &mask) in masks.iter().enumerate() {
+            assert!(masks[128..].iter().all(|&mask| mask == 0), "none after the values");
+            for (v, &mask) in masks[..128].iter().enumerate() {
                 let class = v as u32 % CLASSES;
                 assert_eq!(mask.count_ones(), 2, "{v}");
                 assert_eq!(mask >> (class * GROUP) << (class * GROUP), mask, "{v}");

@@ -75,7 +75,7 @@ mod bucket;
 mod layout;
 mod storage;
 mod table;
-mod tag_match;
+mod word_masks;
 mod writer;
 
 use core::fmt;

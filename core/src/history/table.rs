@@ -3,13 +3,13 @@
 //! A lookup starts at an id's first bucket (see `bucket.rs` for a bucket's anatomy): its
 //! header's summary rules most absent ids out in one 8-byte read. Otherwise one pass over the
 //! slot words compares their tags with the id's, several at a time ([`Tables::scan`], with
-//! `tag_match.rs`); a live slot whose tag matches leads to the ring entry, which confirms the
+//! `word_masks.rs`); a live slot whose tag matches leads to the ring entry, which confirms the
 //! id. The second bucket is read only when the first counts overflowed ids of the id's class.
 //! The writer's side (placing ids, moving residents, rebuilding summaries) is in `writer.rs`.
 
 use super::bucket::{Header, PAIRS, SLOTS};
 use super::layout::{Codec, Home, Mixer, View};
-use super::tag_match::tagged_words;
+use super::word_masks;
 use super::{Layout, Storage};
 use crate::bits::SetBits;
 use crate::prefetch::prefetch;
@@ -331,7 +331,7 @@ impl Tables<'_> {
         // a reader that missed an id because of it sees the new start in `still_valid`.
         // (Program order after the slot loads' Acquire already keeps this load after them.)
         let header = p[0].load(Ordering::Acquire);
-        let tagged = tagged_words(&scan.words, home.tag, high);
+        let tagged = word_masks::tagged(&scan.words, home.tag, high);
         scan.tagged = tagged & SLOTS;
         scan.overflowed = bucket == home.first && Header(header).count(home.class) != 0;
         scan

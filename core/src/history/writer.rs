@@ -27,11 +27,12 @@
 
 use alloc::vec::Vec;
 
-use super::bucket::{FIRST_SLOT, Header, SLOTS, rebuild_slots};
+use super::bucket::{FIRST_SLOT, Header, PAIRS, SLOTS, rebuild_slots};
 #[cfg(test)]
 use super::layout::CLASSES;
 use super::layout::{BUCKET_SLOTS, BUCKET_WORDS, Home, View};
 use super::table::{BATCH, Tables};
+use super::word_masks::Pairs;
 use super::{History, HistoryError, Inserted, Storage};
 use crate::bits::SetBits;
 use crate::prefetch::prefetch;
@@ -503,21 +504,18 @@ impl Tables<'_> {
     /// has set.
     #[inline(always)]
     fn summary(&self, bucket: usize, header: Header, view: &View) -> u64 {
-        let mut summary = 0;
-        for pair in &self.pairs(bucket)[1..] {
+        self.codec.live_summary(&self.words(bucket), view) | header.overflow_summary()
+    }
+
+    /// `bucket`'s slot words as pairs, the header's pair left 0.
+    #[inline(always)]
+    fn words(&self, bucket: usize) -> Pairs {
+        let mut words = [0; PAIRS];
+        for (word, pair) in words[1..].iter_mut().zip(&self.pairs(bucket)[1..]) {
             // Ordering: Relaxed; the writer reads its own stores.
-            let pair = pair.load(Ordering::Relaxed);
-            for word in [pair as u32, (pair >> 32) as u32] {
-                // Branch-free (a select: a mask multiplied out was compiled into a branch
-                // around the load): about half the slots are live, unpredictably.
-                summary |= core::hint::select_unpredictable(
-                    view.in_interval(word),
-                    self.codec.summary_bits(word),
-                    0,
-                );
-            }
+            *word = pair.load(Ordering::Relaxed);
         }
-        summary | header.overflow_summary()
+        words
     }
 
     /// The first free slot of `bucket` after its next slot, in round-robin order (the next
@@ -536,15 +534,8 @@ impl Tables<'_> {
 
     /// The live slots of `bucket`, as a mask (the slow path: every slot's age).
     fn live(&self, bucket: usize, view: &View) -> u32 {
-        let mut mask = 0;
-        for (i, pair) in self.pairs(bucket).iter().enumerate().skip(1) {
-            // Ordering: Relaxed; the writer reads its own stores.
-            let pair = pair.load(Ordering::Relaxed);
-            // Branch-free: which slots are live is unpredictable.
-            mask |= u32::from(view.is_live(pair as u32)) << (2 * i);
-            mask |= u32::from(view.is_live((pair >> 32) as u32)) << (2 * i + 1);
-        }
-        mask
+        let (inside, empty) = view.in_interval_words(&self.words(bucket));
+        inside & !empty & SLOTS
     }
 
     /// Any free slot of `bucket` (the slow path, after moves or forced evictions disturbed
