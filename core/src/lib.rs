@@ -27,8 +27,8 @@
 //! None. The crate is always `#![no_std]` and needs only `alloc`; the conveniences that need
 //! an operating system (threads, files, the network) live in the native `kvreuse` crate.
 #![no_std]
-// Only two things need `unsafe`: the prefetch hint (`prefetch.rs`) and the SSE2 compare of a
-// bucket's slot tags (`history/word_masks.rs`). Each module allows it, with a `SAFETY` note on
+// Only two things need `unsafe`: the prefetch hint (`prefetch.rs`) and the SSE2 tests of a
+// bucket's words (`history/word_masks.rs`). Each module allows it, with a `SAFETY` note on
 // every block.
 #![deny(unsafe_code)]
 

@@ -320,6 +320,9 @@ impl Tables<'_> {
     pub(crate) fn scan(&self, bucket: usize, home: &Home) -> Scan {
         let p = self.pairs(bucket);
         let high = self.codec.tag(u32::MAX);
+        // Built in place, the words read straight into it: built at the end, the compiler
+        // copied them from where it had spilled them into the scan (16 instructions), ahead of
+        // the caller's test of `tagged`.
         let mut scan = Scan { words: [0u64; PAIRS], tagged: 0, overflowed: false };
         for (word, pair) in scan.words[1..].iter_mut().zip(&p[1..]) {
             // Ordering: Acquire pairs with the Release store of a slot word (`store`): a
