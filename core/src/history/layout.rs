@@ -784,7 +784,7 @@ impl View {
     /// round-robin has gone round.
     #[inline(always)]
     pub(crate) fn in_interval(&self, word: u32) -> bool {
-        (word.wrapping_sub(self.first_key) & self.key_mask) < self.keys
+        word_masks::inside(self.interval(), word)
     }
 
     /// [`in_interval`](Self::in_interval) for all of a bucket's words at once, as a mask with

@@ -43,6 +43,13 @@ pub(super) fn tagged(words: &Pairs, tag: u32, high: u32) -> u32 {
 /// below `keys` (unsigned, wrapping) lie in it. `key_mask` and `keys` are below 2^31.
 pub(super) type Interval = (u32, u32, u32);
 
+/// Whether `word` lies in `interval`, one word: the rule every other interval test here
+/// applies to many (and `View::in_interval` to one).
+#[inline(always)]
+pub(super) fn inside((first, key_mask, keys): Interval, word: u32) -> bool {
+    (word.wrapping_sub(first) & key_mask) < keys
+}
+
 /// The words in `interval`, bit `s` for word `s`: for a view's live interval, the live words,
 /// and the empty ones when it holds key 0 (see `View::in_interval`). Then the words that are 0.
 #[cfg(target_arch = "x86_64")]
@@ -85,6 +92,16 @@ mod sse2 {
         _mm_set_epi64x(words[i + 1] as i64, words[i] as i64)
     }
 
+    /// All ones in the lanes of `w` that lie in the interval `(first, key_mask, keys)`
+    /// (each broadcast to every lane), as `super::inside` decides for one word. The offsets
+    /// are masked below 2^31, so the signed compare orders them as unsigned; `keys` is at most
+    /// the key space, below 2^31 too.
+    #[target_feature(enable = "sse2")]
+    #[inline]
+    fn inside(w: __m128i, first: __m128i, key_mask: __m128i, keys: __m128i) -> __m128i {
+        _mm_cmpgt_epi32(keys, _mm_and_si128(_mm_sub_epi32(w, first), key_mask))
+    }
+
     /// The mask of sixteen lanes, each all ones or zero, a bit per lane in order.
     #[target_feature(enable = "sse2")]
     #[inline]
@@ -111,12 +128,10 @@ mod sse2 {
         let (first, key_mask) = (_mm_set1_epi32(first as i32), _mm_set1_epi32(key_mask as i32));
         let (keys, zero) = (_mm_set1_epi32(keys as i32), _mm_setzero_si128());
         let words = [four(words, 0), four(words, 2), four(words, 4), four(words, 6)];
-        // The offsets are masked below 2^31, so the signed compare orders them as unsigned;
-        // `keys` is at most the key space, below 2^31 too.
-        let inside = |w| _mm_cmpgt_epi32(keys, _mm_and_si128(_mm_sub_epi32(w, first), key_mask));
+        let within = |w| inside(w, first, key_mask, keys);
         let empty = |w| _mm_cmpeq_epi32(w, zero);
         (
-            gather([inside(words[0]), inside(words[1]), inside(words[2]), inside(words[3])]),
+            gather([within(words[0]), within(words[1]), within(words[2]), within(words[3])]),
             gather([empty(words[0]), empty(words[1]), empty(words[2]), empty(words[3])]),
         )
     }
@@ -140,9 +155,9 @@ mod sse2 {
         // slots are live, unpredictably.
         let index = |i| {
             let w = four(words, i);
-            let inside = _mm_cmpgt_epi32(keys, _mm_and_si128(_mm_sub_epi32(w, first), key_mask));
+            let live = inside(w, first, key_mask, keys);
             let value = _mm_and_si128(_mm_srl_epi32(w, shift), low7);
-            _mm_or_si128(_mm_and_si128(inside, value), _mm_andnot_si128(inside, none))
+            _mm_or_si128(_mm_and_si128(live, value), _mm_andnot_si128(live, none))
         };
         let (a, b, c, d) = (index(0), index(2), index(4), index(6));
         // Word `4v + k`'s index is in 16-bit lane `2k` of vector `v`; words 0 and 1 are the
@@ -201,16 +216,16 @@ pub(super) fn tagged_swar(words: &Pairs, tag: u32, high: u32) -> u32 {
 /// [`in_interval`] on any target: a word at a time, without a branch.
 #[cfg_attr(target_arch = "x86_64", cfg(test))]
 #[inline(always)]
-pub(super) fn in_interval_words(words: &Pairs, (first, key_mask, keys): Interval) -> (u32, u32) {
-    let (mut inside, mut empty) = (0, 0);
+pub(super) fn in_interval_words(words: &Pairs, interval: Interval) -> (u32, u32) {
+    let (mut inside_mask, mut empty) = (0, 0);
     for (i, &pair) in words.iter().enumerate() {
         for (half, word) in [pair as u32, (pair >> 32) as u32].into_iter().enumerate() {
             let s = 2 * i + half;
-            inside |= u32::from((word.wrapping_sub(first) & key_mask) < keys) << s;
+            inside_mask |= u32::from(inside(interval, word)) << s;
             empty |= u32::from(word == 0) << s;
         }
     }
-    (inside, empty)
+    (inside_mask, empty)
 }
 
 /// [`live_summary`] on any target: a word at a time, without a branch.
@@ -218,7 +233,7 @@ pub(super) fn in_interval_words(words: &Pairs, (first, key_mask, keys): Interval
 #[inline(always)]
 pub(super) fn live_summary_words(
     words: &Pairs,
-    (first, key_mask, keys): Interval,
+    interval: Interval,
     shift: u32,
     masks: &[u64; 256],
 ) -> u64 {
@@ -228,7 +243,7 @@ pub(super) fn live_summary_words(
             // Branch-free (a select: a mask multiplied out was compiled into a branch around
             // the load): about half the slots are live, unpredictably.
             summary |= core::hint::select_unpredictable(
-                (word.wrapping_sub(first) & key_mask) < keys,
+                inside(interval, word),
                 masks[((word >> shift) & 127) as usize],
                 0,
             );
