@@ -98,7 +98,7 @@ impl<S: Storage> Shared<S> {
         let summary = if self.directory == 0 {
             &index[first * PAIRS]
         } else {
-            prefetch(&index[first * PAIRS]);
+            prefetch(index.as_ptr().wrapping_add(first * PAIRS));
             &index[self.directory + first]
         };
         // Ordering: Acquire pairs with the Release store of a header (or of its copy).
@@ -177,7 +177,7 @@ impl<S: Storage> Shared<S> {
             let scan = self.tables().scan(home.first, home);
             words[k] = self.tables().candidate(&scan, home, view).unwrap_or(0);
             if words[k] != 0 {
-                prefetch(self.tables().ring_entry(words[k]));
+                self.tables().prefetch_entry(words[k]);
             } else if scan.overflowed {
                 self.tables().prefetch_bucket(self.codec.second(home));
                 second |= 1 << k;
@@ -191,7 +191,7 @@ impl<S: Storage> Shared<S> {
             match self.tables().candidate(&scan, &homes[k], view) {
                 Some(word) => {
                     words[k] = word;
-                    prefetch(self.tables().ring_entry(word));
+                    self.tables().prefetch_entry(word);
                 }
                 None => {
                     end = end.min(k);
@@ -300,9 +300,11 @@ impl Tables<'_> {
         &self.buckets[bucket]
     }
 
+    /// Prefetches `bucket`'s line. (Without a bounds check: a bucket number comes from
+    /// [`Codec`], which keeps it in range, and a prefetch of any address is harmless.)
     #[inline(always)]
     pub(super) fn prefetch_bucket(&self, bucket: usize) {
-        prefetch(&self.buckets[bucket][0]);
+        prefetch(self.buckets.as_ptr().wrapping_add(bucket));
     }
 
     /// A bucket's header, for the writer.
@@ -356,6 +358,13 @@ impl Tables<'_> {
     #[inline(always)]
     pub(super) fn ring_entry(&self, word: u32) -> &AtomicU64 {
         &self.ring[self.codec.position(word)]
+    }
+
+    /// Prefetches the ring entry `word` points to (without a bounds check, like
+    /// [`prefetch_bucket`](Self::prefetch_bucket)).
+    #[inline(always)]
+    pub(super) fn prefetch_entry(&self, word: u32) {
+        prefetch(self.ring.as_ptr().wrapping_add(self.codec.position(word)));
     }
 
     /// Whether the ring entry `word` points to holds `id`.
@@ -449,7 +458,7 @@ impl Tables<'_> {
         for slot in SetBits(u64::from(scan.tagged)) {
             let word = scan.word(slot);
             if view.is_live(word) {
-                prefetch(self.ring_entry(word));
+                self.prefetch_entry(word);
             }
         }
         if scan.overflowed {
