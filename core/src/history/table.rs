@@ -449,23 +449,6 @@ impl Tables<'_> {
         found + matching(second, &ids[found..])
     }
 
-    /// Prefetches what a writer's duplicate check of an id with `home`, which its first
-    /// bucket's summary admits, will read: the ring entries its live tagged slots point to and,
-    /// if ids of its class overflowed, its second bucket.
-    #[inline(always)]
-    pub(crate) fn prefetch_candidates(&self, home: &Home, view: &View) {
-        let scan = self.scan(home.first, home);
-        for slot in SetBits(u64::from(scan.tagged)) {
-            let word = scan.word(slot);
-            if view.is_live(word) {
-                self.prefetch_entry(word);
-            }
-        }
-        if scan.overflowed {
-            self.prefetch_bucket(self.codec.second(home));
-        }
-    }
-
     /// The mixed `ids`, into `mixed`, their first buckets prefetched: all that an id's home
     /// needs, without the rest of it.
     #[inline(always)]
