@@ -40,7 +40,13 @@ impl Reach {
 
     /// The `i`-th span, oldest first.
     fn get(&self, i: usize) -> Option<(u64, Instant)> {
-        (i < self.len).then(|| self.spans[(self.head + i) % KEPT])
+        (i < self.len).then(|| self.spans[Self::wrap(self.head + i)])
+    }
+
+    /// `i % KEPT` for `i` below `2 * KEPT`, without a division: every call site adds two
+    /// indices below `KEPT`.
+    fn wrap(i: usize) -> usize {
+        if i >= KEPT { i - KEPT } else { i }
     }
 
     /// Records an insert that made insertions `before..total` (at least one), leaving the
@@ -53,7 +59,7 @@ impl Reach {
                 // understates the age rather than failing.
                 self.pop_front();
             }
-            self.spans[(self.head + self.len) % KEPT] = (before, Instant::now());
+            self.spans[Self::wrap(self.head + self.len)] = (before, Instant::now());
             self.len += 1;
         }
         // Spans wholly evicted go: the next one begins at or before the oldest id present.
@@ -64,7 +70,7 @@ impl Reach {
     }
 
     fn pop_front(&mut self) {
-        self.head = (self.head + 1) % KEPT;
+        self.head = Self::wrap(self.head + 1);
         self.len -= 1;
     }
 
