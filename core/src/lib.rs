@@ -27,9 +27,10 @@
 //! None. The crate is always `#![no_std]` and needs only `alloc`; the conveniences that need
 //! an operating system (threads, files, the network) live in the native `kvreuse` crate.
 #![no_std]
-// Only two things need `unsafe`: the prefetch hint (`prefetch.rs`) and the SSE2 tests of a
-// bucket's words (`history/word_masks.rs`). Each module allows it, with a `SAFETY` note on
-// every block.
+// Only three things need `unsafe`: the prefetch hint (`prefetch.rs`), the SSE2 tests of a
+// bucket's words (`history/word_masks.rs`), and the promise that a bucket number the codec made
+// is in range (`Tables::in_range` in `history/table.rs`). Each allows it where it is, with a
+// `SAFETY` note on every block.
 #![deny(unsafe_code)]
 
 extern crate alloc;

@@ -246,7 +246,7 @@ impl<S: Storage> History<S> {
         // The summaries that fell due in the last call's last batch, while these lines load.
         s.rebuild_due(&mut self.due, &view);
         if let Some(&id) = ids.first().filter(|_| ids.len() > EARLY) {
-            let home = s.codec.home(loading[0]);
+            let home = s.home_of(loading[0]);
             if let Some(word) =
                 s.header(home.first).admits(home.bits).then(|| s.find(id, &home, &view)).flatten()
             {
@@ -299,7 +299,7 @@ impl<S: Storage> History<S> {
             for (&id, &h) in batch.iter().zip(&current[offset..]) {
                 // Its home, from its mix: the second bucket, which a few percent of new ids
                 // need, is worked out only where they need it (`Codec::second`).
-                let home = &s.codec.home(h);
+                let home = &s.home_of(h);
                 if let Some(found) = position.and_then(|p| s.walk(p, id, &view)) {
                     position = Some(found);
                     continue;
@@ -717,12 +717,12 @@ impl Tables<'_> {
         const _: () = assert!(BATCH <= u64::BITS as usize);
         let mut admitted = 0u64;
         for (i, &h) in mixes[batch.clone()].iter().enumerate() {
-            let (first, bits) = self.codec.first_and_bits(h);
+            let (first, bits) = self.first_and_bits(h);
             admitted |= u64::from(self.header(first).admits(bits)) << i;
         }
         for i in SetBits(admitted << batch.start) {
             // (`i % BATCH` is `i`, and tells the compiler so: no bounds check.)
-            self.prefetch_candidates(&self.codec.home(mixes[i % BATCH]), view);
+            self.prefetch_candidates(&self.home_of(mixes[i % BATCH]), view);
         }
     }
 
