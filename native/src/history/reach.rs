@@ -25,6 +25,12 @@ pub(super) struct Reach {
     len: usize,
     /// Insertions per span.
     step: u64,
+    /// The insertion number from which an insert begins a new span: the last span's start
+    /// plus `step`, or 0 when there is none.
+    next_span: u64,
+    /// The oldest insertion present from which the front span goes: the next span's start,
+    /// or `u64::MAX` while there is only one.
+    next_pop: u64,
 }
 
 impl Reach {
@@ -35,6 +41,8 @@ impl Reach {
             head: 0,
             len: 0,
             step: (capacity as u64).div_ceil(SPANS).max(1),
+            next_span: 0,
+            next_pop: u64::MAX,
         }
     }
 
@@ -50,10 +58,19 @@ impl Reach {
     }
 
     /// Records an insert that made insertions `before..total` (at least one), leaving the
-    /// last `len` insertions present.
+    /// last `len` insertions present. Most inserts neither begin a span nor see one go: two
+    /// compares.
+    #[inline]
     pub(super) fn note(&mut self, before: u64, total: u64, len: usize) {
-        let last = self.len.checked_sub(1).and_then(|i| self.get(i));
-        if last.is_none_or(|(start, _)| before - start >= self.step) {
+        let oldest = total - len as u64;
+        if before >= self.next_span || oldest >= self.next_pop {
+            self.renew(before, oldest);
+        }
+    }
+
+    /// [`note`](Self::note) when a span begins or goes.
+    fn renew(&mut self, before: u64, oldest: u64) {
+        if before >= self.next_span {
             if self.len == KEPT {
                 // Unreachable while the bound above holds; losing the oldest span then
                 // understates the age rather than failing.
@@ -61,12 +78,13 @@ impl Reach {
             }
             self.spans[Self::wrap(self.head + self.len)] = (before, Instant::now());
             self.len += 1;
+            self.next_span = before + self.step;
         }
         // Spans wholly evicted go: the next one begins at or before the oldest id present.
-        let oldest = total - len as u64;
         while self.get(1).is_some_and(|(start, _)| start <= oldest) {
             self.pop_front();
         }
+        self.next_pop = self.get(1).map_or(u64::MAX, |(start, _)| start);
     }
 
     fn pop_front(&mut self) {
@@ -77,6 +95,8 @@ impl Reach {
     /// Forgets every span.
     pub(super) fn clear(&mut self) {
         self.len = 0;
+        self.next_span = 0;
+        self.next_pop = u64::MAX;
     }
 
     /// How long ago the span holding the oldest id present began.
@@ -91,28 +111,41 @@ mod tests {
 
     /// Against the rule the spans must keep: the front span begins at or before the oldest id
     /// present and the next one after it, with never more than `KEPT` spans, whatever the
-    /// completion sizes.
+    /// completion sizes; and so again after a clear, as the insertion count goes on. The
+    /// spans are exactly those of a list that applies the rule at every insert.
     #[test]
     fn spans_stay_bounded_and_cover_the_oldest_id_present() {
         for capacity in [1usize, 2, 63, 64, 1000, 6400] {
             let mut reach = Reach::new(capacity);
             let mut total = 0u64;
-            let mut most = 0;
-            // Completions of 1 to 7 ids, many times the capacity.
-            for k in 0..(20 * capacity as u64).max(200) {
-                let before = total;
-                total += 1 + k % 7;
-                let len = total.min(capacity as u64) as usize;
-                reach.note(before, total, len);
-                most = most.max(reach.len);
-                let oldest = total - len as u64;
-                let front = reach.get(0).unwrap().0;
-                assert!(front <= oldest, "{capacity}: span {front} after the oldest {oldest}");
-                assert!(reach.get(1).is_none_or(|(start, _)| start > oldest), "{capacity}");
+            // Completions of 1 to 7 ids, of 1, then of 1 to 13, each many times the capacity.
+            for (round, size) in [|k| 1 + k % 7, |_| 1, |k| 1 + k * 5 % 13].into_iter().enumerate()
+            {
+                let (start, mut most) = (total, 0);
+                let mut model: Vec<u64> = Vec::new();
+                for k in 0..(20 * capacity as u64).max(200) {
+                    let before = total;
+                    total += size(k);
+                    let len = (total - start).min(capacity as u64) as usize;
+                    reach.note(before, total, len);
+                    most = most.max(reach.len);
+                    let oldest = total - len as u64;
+                    let front = reach.get(0).unwrap().0;
+                    assert!(front <= oldest, "{capacity}: span {front} after the oldest {oldest}");
+                    assert!(reach.get(1).is_none_or(|(start, _)| start > oldest), "{capacity}");
+                    if model.last().is_none_or(|&last| before - last >= reach.step) {
+                        model.push(before);
+                    }
+                    while model.get(1).is_some_and(|&next| next <= oldest) {
+                        model.remove(0);
+                    }
+                    let spans: Vec<u64> = (0..reach.len).map(|i| reach.get(i).unwrap().0).collect();
+                    assert_eq!(spans, model, "{capacity}, round {round}, after {total} insertions");
+                }
+                assert!(most < KEPT, "{capacity}: {most} spans");
+                reach.clear();
+                assert_eq!(reach.oldest_age(), None);
             }
-            assert!(most < KEPT, "{capacity}: {most} spans");
-            reach.clear();
-            assert_eq!(reach.oldest_age(), None);
         }
     }
 }
