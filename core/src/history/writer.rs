@@ -237,9 +237,9 @@ impl<S: Storage> History<S> {
         // the index would be wasted work. If it is new, it is inserted at once, not checked
         // again in a batch. The first buckets of a few ids after it start loading meanwhile:
         // they form the first batch if the first id is new, and were loaded for nothing if it
-        // is not. A shorter completion is that one batch from the start (looking its first id
-        // up alone only checked it twice). `loading[i]` is the mix of `ids[ahead.start + i]`;
-        // `current` holds the mixes of the batch being worked through.
+        // is not. A shorter completion is that one batch from the start, its first id
+        // included: a look of its own would save it nothing. `loading[i]` is the mix of
+        // `ids[ahead.start + i]`; `current` holds the mixes of the batch being worked through.
         let [loading, current] = &mut self.mixes;
         let (mut loading, mut current) = (loading, current);
         let mut ahead = 0..ids.len().min(EARLY);
