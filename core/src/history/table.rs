@@ -318,7 +318,8 @@ impl Tables<'_> {
 
     /// Tells the compiler that `bucket`, a first bucket [`Codec`] made, is one of the buckets,
     /// so that the accesses to it that follow go without a bounds check. Only for numbers
-    /// straight from `Codec::first`; in debug builds (the tests) the promise is checked.
+    /// straight from `Codec::first`. Debug builds check the promise (the unit, property and
+    /// aarch64 suites); the loom models and the fuzz target build optimized, without it.
     ///
     /// At most one check per id is saved: the first access to a bucket is checked, and the
     /// compiler drops the later ones. But there is one on every path, and the look-ahead pass
