@@ -202,10 +202,11 @@ impl Layout {
 /// lose their slots early, when many ids agree on both their buckets, and a mix that is linear
 /// in the id (one multiply) makes whole arithmetic progressions of ids agree.
 ///
-/// On x86_64 and aarch64 the mix is two folded multiplies ([`fold`]), keyed in the first; each
-/// is one instruction for the full 128-bit product. Elsewhere (wasm32 has no instruction for a
-/// product's high half, and would make it in a library call) it is two keyed
-/// multiply-xorshift rounds, the mix every target used before. Targets may differ: a mix lives
+/// On x86_64 and aarch64 the mix is two folded multiplies ([`fold`]), keyed in the first; the
+/// full 128-bit product takes one instruction on x86_64 (`mul`), two on aarch64 (`mul`,
+/// `umulh`). Elsewhere (wasm32 has no instruction for a product's high half, and would make it
+/// in a library call) it is two keyed multiply-xorshift rounds, the mix every target used
+/// before. Targets may differ: a mix lives
 /// only in one process's index, and nothing stored or sent (snapshots, sync) carries it.
 /// Against those rounds, with `scripts/bench-instructions` (key 7): 8.3 instructions fewer per
 /// new id at 131,072 ids and 9.2 at 8,388,608, and 6.5 and 4.5 fewer per missing-first lookup.
@@ -254,7 +255,8 @@ impl Mixer {
 
     /// Two folded multiplies, the first by the key. One alone is not enough: for ids that
     /// differ in a few bits, the product's high half hardly moves, and the result is close to
-    /// linear in the id (in the tests, thousands of early evictions for ids spaced 2^32 apart).
+    /// linear in the id (in an experiment the measurement log records, thousands of early
+    /// evictions for ids spaced 2^32 apart; the test below fails it).
     #[cfg(any(test, target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
     fn folded(&self, id: u64) -> u64 {
