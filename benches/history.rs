@@ -367,12 +367,13 @@ fn measure(capacity: usize, runs: usize, scale: usize, flush: &[u64]) -> String 
             for slice in 0..FLOOD_SLICES {
                 let part = |ids| flood_slice(ids, slice);
                 let crafted_slice = || insert(c, part(&top), 34).1 + insert(c, part(&low), 34).1;
+                let plain_slice = || insert(c, part(&random), 34).1;
                 // Each kind goes first in every other slice.
                 if slice % 2 == 0 {
                     crafted += crafted_slice();
-                    plain += insert(c, part(&random), 34).1;
+                    plain += plain_slice();
                 } else {
-                    plain += insert(c, part(&random), 34).1;
+                    plain += plain_slice();
                     crafted += crafted_slice();
                 }
             }
