@@ -206,9 +206,8 @@ impl Layout {
 /// full 128-bit product takes one instruction on x86_64 (`mul`), two on aarch64 (`mul`,
 /// `umulh`). Elsewhere (wasm32 has no instruction for a product's high half, and would make it
 /// in a library call) it is two keyed multiply-xorshift rounds, the mix every target used
-/// before. Targets may differ: a mix lives
-/// only in one process's index, and nothing stored or sent (snapshots, sync) carries it.
-/// Against those rounds, with `scripts/bench-instructions` (key 7): 8.3 instructions fewer per
+/// before. Targets may differ: a mix lives only in one process's index, and nothing stored or
+/// sent (snapshots, sync) carries it. Against those rounds, with `scripts/bench-instructions` (key 7): 8.3 instructions fewer per
 /// new id at 131,072 ids and 9.2 at 8,388,608, and 6.5 and 4.5 fewer per missing-first lookup.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Mixer {
