@@ -51,8 +51,13 @@
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
-//! practically never cause, does the oldest resident of the two buckets lose its slot early;
-//! [`forced_evictions`](History::forced_evictions) counts such events.
+//! practically never cause, does the oldest resident of the two buckets lose its slot early
+//! (never the id the insertion evicts, which readers may look up until the insertion is
+//! published); [`forced_evictions`](History::forced_evictions) counts such events. Such an id
+//! leaves the index only: its ring entry stays until its turn, so [`len`](History::len) and
+//! [`oldest_first`](History::oldest_first) still count it, a lookup that reaches it by
+//! walking the ring from the id before it still finds it, and inserting it again adds a
+//! second entry.
 //!
 //! # Concurrency
 //!

@@ -164,6 +164,45 @@ fn two_full_buckets_without_a_move_force_out_the_oldest_resident() {
     assert_eq!(h.len(), 2 * BUCKET_SLOTS + 1);
 }
 
+/// A full history whose residents all share their two buckets, so that a new id with the
+/// same two can neither find nor make room: the oldest resident, which its insertion evicts,
+/// must keep its slot until the insertion is published, and the next oldest loses its own.
+#[test]
+fn a_forced_eviction_spares_the_id_the_insertion_evicts() {
+    let capacity = 2 * BUCKET_SLOTS;
+    let ids = ids_homed_at(capacity, 1, 2, capacity + 1);
+    let (old, new) = ids.split_at(capacity);
+    let mut h = history(capacity);
+    h.insert_all(old);
+    assert!(h.is_full());
+    assert_eq!(h.forced_evictions(), 0);
+    assert_eq!(h.seen_prefix_len(old), capacity);
+    // What the insertion does before it publishes itself, against the view readers still hold.
+    let t = h.shared.tables();
+    let home = t.home(new[0]);
+    t.give_up_oldest(&home, h.view.word(home.tag), &h.view);
+    assert!(t.find(old[0], &t.home(old[0]), &h.view).is_some(), "the evicted id went early");
+    assert!(t.find(old[1], &t.home(old[1]), &h.view).is_none());
+
+    // The whole insertion, in a history as it was.
+    let mut h = history(capacity);
+    h.insert_all(old);
+    assert_eq!(h.insert_all(new), Inserted { new: 1, evicted: 1 });
+    assert_eq!(h.forced_evictions(), 1);
+    assert!(!h.contains(old[0]));
+    assert!(!h.contains(old[1]));
+    assert_eq!(h.seen_prefix_len(&old[2..]), capacity - 2);
+    assert!(h.contains(new[0]));
+    // The id that lost its slot is still in the ring until its turn (see the module docs),
+    // and inserted again, it is new.
+    assert_eq!(h.len(), capacity);
+    assert_eq!(h.oldest_first().next(), Some(old[1]));
+    h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
+    assert_eq!(h.insert_all(&old[1..2]), Inserted { new: 1, evicted: 1 });
+    assert!(h.contains(old[1]));
+    h.shared.tables().check_overflow_counts(&h.view, &h.overflowed);
+}
+
 #[test]
 fn flooded_ids_still_spread_over_buckets() {
     // Ids that share their top 32 bits, or their low 32 bits, must not share buckets.
