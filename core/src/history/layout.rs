@@ -207,8 +207,9 @@ impl Layout {
 /// `umulh`). Elsewhere (wasm32 has no instruction for a product's high half, and would make it
 /// in a library call) it is two keyed multiply-xorshift rounds, the mix every target used
 /// before. Targets may differ: a mix lives only in one process's index, and nothing stored or
-/// sent (snapshots, sync) carries it. Against those rounds, with `scripts/bench-instructions` (key 7): 8.3 instructions fewer per
-/// new id at 131,072 ids and 9.2 at 8,388,608, and 6.5 and 4.5 fewer per missing-first lookup.
+/// sent (snapshots, sync) carries it. Against those rounds, with `scripts/bench-instructions`
+/// (key 7): 8.3 instructions fewer per new id at 131,072 ids and 9.2 at 8,388,608, and 6.5 and
+/// 4.5 fewer per missing-first lookup.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Mixer {
     k0: u64,

@@ -224,7 +224,9 @@ impl<S: Storage> History<S> {
             + 2 * core::mem::size_of::<usize>()
     }
 
-    /// A history over `storage`, which must be zeroed and sized for `layout`.
+    /// A history over `storage`, which must be zeroed and sized for `layout`. (Storage of the
+    /// wrong size is refused; storage that is not zeroed is not detected: it cannot make the
+    /// history unsound, but its answers are then wrong and its calls may panic.)
     pub fn with_storage(layout: Layout, seed: u64, storage: S) -> Result<Self, HistoryError> {
         Self::assemble(layout, seed, storage, layout.has_directory())
     }

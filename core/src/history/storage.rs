@@ -13,7 +13,10 @@ use crate::sync::AtomicU64;
 
 /// Memory for a history, zeroed: the index (8 `AtomicU64` per bucket, each holding two 32-bit
 /// words, the lower-numbered one in the low half, then the summary directory's words, if any)
-/// and the ring (one `AtomicU64` per entry).
+/// and the ring (one `AtomicU64` per entry). Words left over from other use would read as ids
+/// present (wrong answers, and possibly panics: see [`History::with_storage`]).
+///
+/// [`History::with_storage`]: super::History::with_storage
 pub trait Storage: Sized {
     /// Allocates zeroed storage for `layout`, or fails without aborting.
     fn allocate(layout: &Layout) -> Result<Self, HistoryError>;
