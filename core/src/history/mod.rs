@@ -51,13 +51,12 @@
 //!
 //! When both buckets of a new id are full, a resident moves from its first bucket to its
 //! second (cuckoo style, two levels deep). Only if no such move exists, which random ids
-//! practically never cause, does the oldest resident of the two buckets lose its slot early
-//! (never the id the insertion evicts, which readers may look up until the insertion is
-//! published); [`forced_evictions`](History::forced_evictions) counts such events. Such an id
-//! leaves the index only: its ring entry stays until its turn, so [`len`](History::len) and
-//! [`oldest_first`](History::oldest_first) still count it, a lookup that reaches it by
-//! walking the ring from the id before it still finds it, and inserting it again adds a
-//! second entry.
+//! practically never cause, does the oldest resident of the two buckets lose its slot early;
+//! [`forced_evictions`](History::forced_evictions) counts such events (not when that resident
+//! is the id the insertion evicts anyway). Such an id leaves the index only: its ring entry
+//! stays until its turn, so [`len`](History::len) and [`oldest_first`](History::oldest_first)
+//! still count it, a lookup that reaches it by walking the ring from the id before it still
+//! finds it, and inserting it again adds a second entry.
 //!
 //! # Concurrency
 //!
@@ -65,7 +64,11 @@
 //! [`History::reader`], look up from any thread without locks and without waiting for the
 //! writer. Every lookup of one id is linearizable: it reports the id present only if the id
 //! was present at some moment during the call, and a later call never reports an id absent
-//! that an earlier call found, unless it was evicted in between. The writer publishes the
+//! that an earlier call found, unless it was evicted in between. (Except where the index is
+//! crowded past what any move can fix: an id that a forced eviction took out of the index is
+//! missed by lookups that need the index and found by those that walk the ring to it, until
+//! its turn; and when the slot given up is that of the id the insertion evicts, the id leaves
+//! the index just before that insertion is published. See above.) The writer publishes the
 //! insertion count before it overwrites a ring entry, and a reader that found an id re-reads
 //! that count and retries if the entry it relied on may have been overwritten meanwhile.
 //! The writer sets an id's filter bits, in the header and then in its directory copy, before
@@ -344,7 +347,8 @@ impl<S: Storage> History<S> {
     }
 
     /// Times an id lost its index slot before its turn because no slot could be freed for a
-    /// new id (see the [module docs](self)); zero unless the index is pathologically
+    /// new id (see the [module docs](self)): such an id is still counted present until its
+    /// turn, but lookups through the index miss it. Zero unless the index is pathologically
     /// crowded.
     pub fn forced_evictions(&self) -> u64 {
         self.forced

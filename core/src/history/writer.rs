@@ -399,8 +399,9 @@ impl<S: Storage> History<S> {
         // live, so that its slot is not reused while readers may still look it up.
         let placed = s.place(home, first, word, view, flags, due);
         let overflowed = placed.unwrap_or_else(|| {
-            *forced += 1;
-            s.give_up_oldest(home, word, view)
+            let (overflowed, early) = s.give_up_oldest(home, word, view);
+            *forced += u64::from(early);
+            overflowed
         });
         if overflowed {
             flags.set(position);
@@ -722,24 +723,23 @@ impl Tables<'_> {
     }
 
     /// Writes `word` over the oldest live resident of `home`'s two buckets (no slot could be
-    /// freed), which loses its slot early; returns whether the new word went to the second
-    /// bucket.
+    /// freed). Returns whether the new word went to the second bucket, and whether the
+    /// resident lost its slot early: it is not the id the insertion under way evicts anyway.
     ///
-    /// Never over the id the insertion under way evicts, though it is the oldest when the
-    /// history is full: that id stays live for readers until the insertion is published
-    /// (after this), and a reader that then missed it in the index could still find it by
-    /// walking the ring from the id before it, after having found it absent.
-    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> bool {
+    /// In a full history the oldest is that id, and then nothing is lost, though its slot goes
+    /// a moment before the insertion that evicts it is published: a concurrent reader may miss
+    /// it in the index meanwhile (see the module docs). Sparing it for the next oldest was
+    /// tried (9629513) and undone: that id then loses its slot for good, up to a whole turn of
+    /// the ring early, which every caller, not only a concurrent reader, sees.
+    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
         let second = self.codec.second(home);
         let buckets: &[usize] =
             if self.may_overflow(home, second) { &[home.first, second] } else { &[home.first] };
-        // Every slot of these buckets is live (none was free), and a bucket has more than one.
-        let evicted = if view.is_full() { view.len - 1 } else { u32::MAX };
         let mut best = (home.first, FIRST_SLOT, 0);
         for &bucket in buckets {
             for slot in FIRST_SLOT..BUCKET_WORDS {
                 let age = view.age(&self.codec, self.word(bucket, slot));
-                if age >= best.2 && age != evicted {
+                if age >= best.2 {
                     best = (bucket, slot, age);
                 }
             }
@@ -749,7 +749,8 @@ impl Tables<'_> {
             self.count_overflow(home);
         }
         self.fill_at(best.0, best.1, word, home);
-        overflowed
+        let due = view.is_full() && best.2 == view.len - 1;
+        (overflowed, !due)
     }
 
     /// Prefetches, for a batch of ids about to be inserted (their mixes, `mixes[batch]`), the
