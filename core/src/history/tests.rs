@@ -8,8 +8,11 @@ use crate::test_rng::xorshift;
 use layout::CLASSES;
 use writer::OverflowFlags;
 
+/// The tests' index key.
+pub(super) const SEED: u64 = 0x5eed;
+
 fn history(capacity: usize) -> History {
-    History::with_capacity(capacity, 0x5eed).unwrap()
+    History::with_capacity(capacity, SEED).unwrap()
 }
 
 /// A history of `capacity` keyed by `seed`, without the summary directory small histories have
@@ -107,7 +110,7 @@ fn byte_budget_is_the_largest_that_fits() {
 
 /// Ids whose two buckets are `first` and `second`, for a history of `capacity` with the
 /// tests' seed.
-fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u64> {
+pub(super) fn ids_homed_at(capacity: usize, first: usize, second: usize, n: usize) -> Vec<u64> {
     let h = history(capacity);
     let s = h.shared.tables();
     (0u64..)
@@ -260,7 +263,7 @@ fn overflow_counts_stay_exact_when_buckets_are_crowded() {
 }
 
 fn crowd_out(capacity: usize, crowd: &[u64], without_directory: bool) {
-    let mut h = history_with(capacity, 0x5eed, without_directory);
+    let mut h = history_with(capacity, SEED, without_directory);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut saturated = false;
     for _ in 0..2000 {

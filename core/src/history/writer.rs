@@ -675,15 +675,15 @@ impl Tables<'_> {
         let mut movable = [(0usize, Home::NONE, 0usize); BUCKET_SLOTS];
         let mut count = 0;
         for (slot, &word) in words.iter().enumerate().skip(FIRST_SLOT) {
+            let position = self.codec.position(word);
             // Ordering: Relaxed; the writer reads its own stores.
-            let id = self.ring_entry(word).load(Ordering::Relaxed);
+            let id = self.ring[position].load(Ordering::Relaxed);
             let home = self.home(id);
             let second = self.codec.second(&home);
             // A dead word aliasing a live ring position names no resident: its id has another
             // tag, or other buckets, or (rarely: the same tag too) is the live id of the
             // position but overflowed, so that its word sits in its second bucket, not here.
             // Moved as a resident, such a word would count its id overflowed a second time.
-            let position = self.codec.position(word);
             if self.codec.tag(word) != home.tag
                 || (home.first != bucket && second != bucket)
                 || (home.first == bucket && flags.get(position))
@@ -890,6 +890,7 @@ mod tests {
     use alloc::vec::Vec;
 
     use super::*;
+    use crate::history::tests::{SEED, ids_homed_at};
     use crate::test_rng::xorshift;
 
     /// The due list keeps exactly the buckets noted as due, in order, for batches of any
@@ -920,21 +921,13 @@ mod tests {
     #[test]
     fn making_room_drops_a_dead_copy_of_an_overflowed_ids_word() {
         let capacity = 200;
-        let mut h = History::with_capacity(capacity, 0x5eed).unwrap();
-        let homed_at = |first: usize, second: usize, n: usize| -> Vec<u64> {
-            let s = h.shared.tables();
-            let ids = (0u64..).filter(|&id| {
-                let home = s.home(id);
-                home.first == first && s.codec.second(&home) == second
-            });
-            ids.take(n).collect()
-        };
+        let mut h = History::with_capacity(capacity, SEED).unwrap();
         // Bucket 1 full; `z` overflows to bucket 2; bucket 3 full; then ids homed elsewhere,
         // until the first of bucket 1 has been evicted.
-        let ones = homed_at(1, 2, BUCKET_SLOTS + 1);
+        let ones = ids_homed_at(capacity, 1, 2, BUCKET_SLOTS + 1);
         let (residents, z) = (&ones[..BUCKET_SLOTS], ones[BUCKET_SLOTS]);
-        let threes = homed_at(3, 4, BUCKET_SLOTS);
-        let new = homed_at(1, 3, 1)[0];
+        let threes = ids_homed_at(capacity, 3, 4, BUCKET_SLOTS);
+        let new = ids_homed_at(capacity, 1, 3, 1)[0];
         let others: Vec<u64> = {
             let s = h.shared.tables();
             (1u64 << 40..)
