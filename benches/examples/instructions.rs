@@ -3,10 +3,10 @@
 //! caches or load, so they compare the contenders' work per operation the same way on every VM.
 //!
 //! `instructions <kvreuse|reference|proposal|none> <operations> [capacity]` fills a history of
-//! `capacity` ids (default 131,072) four times over with distinct ids, so that every new id
-//! evicts one and the history is in its steady state, then performs `operations` operations on
-//! each path, in this order (the lookups and duplicates change nothing, so each path starts from
-//! the same state):
+//! `capacity` ids (default 131,072) twelve times over with distinct ids, so that every new id
+//! evicts one and the history is in the state it keeps in the long run (see [`FILLS`]), then
+//! performs `operations` operations on each path, in this order (the lookups and duplicates
+//! change nothing, so each path starts from the same state):
 //!
 //! - `lookup_present`: a lookup of 34 present ids;
 //! - `lookup_miss_first`: a lookup of 34 ids whose first is missing;
@@ -32,8 +32,20 @@ use kvreuse_benches::{Contender, SplitMix64};
 
 const BLOCKS: usize = 34;
 
-/// How many times over the history is filled before the operations.
-const FILLS: usize = 4;
+/// How many times over the history is filled before the operations: enough for every
+/// contender to reach the state it keeps in the long run, as a router's history would have.
+///
+/// kvreuse gets there within four fills: its count per new id stays within 0.4 of 194.0 at
+/// 131,072 ids and of 229.0 at 8,388,608 over any number of completions after them (key 7).
+/// The references take longer. Each shard's table marks the slot of a removed id as deleted
+/// rather than empty when a probe may have passed it; such markers lengthen the probes of later
+/// inserts and use up the table's room, until, after 9 to 10 fills (9.3 for a shard of 131,072
+/// ids, 10.1 for one of 2,048), the table rebuilds itself at twice its size: a quarter full from
+/// then on, where markers pile up slowly and in-place rebuilds clear them. Their count per new
+/// id rises from 259 (std) and 239 (proposal) after four fills, to 271 and 251 at 131,072 ids
+/// and beyond 263 and 243 at 8,388,608 ids, then drops to 252.9 and 232.7 at both sizes for
+/// good. Twelve fills put every shard past that rebuild at any capacity of thousands of ids.
+const FILLS: usize = 12;
 
 /// kvreuse's index key: `KVREUSE_INSTRUCTIONS_SEED` when set (the counts then repeat exactly,
 /// for comparing two builds), else a random one, as a router's history draws.
@@ -125,9 +137,10 @@ fn main() -> ExitCode {
         }
     };
     // Filled FILLS times over, so that every new id evicts the oldest and the history is in its
-    // steady state: slots and summaries carry what evictions leave behind, as in a router that
-    // has run for a while, not the tidy state of a first fill. The fill's ids come from one
-    // stream, the measured operations' new ids from another.
+    // long-run state: slots and summaries carry what evictions leave behind, and the references'
+    // tables have grown to the size they keep, as in a router that has run for a while, not the
+    // tidy state of a first fill. The fill's ids come from one stream, the measured operations'
+    // new ids from another.
     let mut filled = SplitMix64::new(1);
     let mut newest = [0u64; BLOCKS];
     for _ in 0..(FILLS * capacity).div_ceil(BLOCKS) {
