@@ -28,24 +28,13 @@ use kvreuse::SharedHistory;
 use kvreuse::core::history::History;
 use kvreuse::history::DefaultStorage;
 use kvreuse_benches::reference_history::{ProposalHistory, ReferenceHistory};
-use kvreuse_benches::{Contender, SplitMix64};
+use kvreuse_benches::{Contender, LONG_RUN_FILLS, SplitMix64};
 
 const BLOCKS: usize = 34;
 
-/// How many times over the history is filled before the operations: enough for every
-/// contender to reach the state it keeps in the long run, as a router's history would have.
-///
-/// kvreuse gets there within four fills: its count per new id stays within 0.4 of 194.0 at
-/// 131,072 ids and of 229.0 at 8,388,608 over any number of completions after them (key 7).
-/// The references take longer. Each shard's table marks the slot of a removed id as deleted
-/// rather than empty when a probe may have passed it; such markers lengthen the probes of later
-/// inserts and use up the table's room, until, after 9 to 10 fills (9.3 for a shard of 131,072
-/// ids, 10.1 for one of 2,048), the table rebuilds itself at twice its size: a quarter full from
-/// then on, where markers pile up slowly and in-place rebuilds clear them. Their count per new
-/// id rises from 259 (std) and 239 (proposal) after four fills, to 271 and 251 at 131,072 ids
-/// and beyond 263 and 243 at 8,388,608 ids, then drops to 252.9 and 232.7 at both sizes for
-/// good. Twelve fills put every shard past that rebuild at any capacity of thousands of ids.
-const FILLS: usize = 12;
+/// How many times over the history is filled before the operations: until every contender is
+/// in its long-run state (see [`LONG_RUN_FILLS`]).
+const FILLS: usize = LONG_RUN_FILLS;
 
 /// kvreuse's index key: `KVREUSE_INSTRUCTIONS_SEED` when set (the counts then repeat exactly,
 /// for comparing two builds), else a random one, as a router's history draws.

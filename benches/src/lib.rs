@@ -29,6 +29,41 @@ impl SplitMix64 {
 
 pub mod reference_history;
 
+/// How many times over the history benches fill a history before they measure it: enough for
+/// every contender to reach the state it keeps in the long run, as a router's history would
+/// have after serving for a while.
+///
+/// kvreuse gets there within four fills: `scripts/bench-instructions` (key 7) counts its new
+/// ids at 193.5-194.0 instructions at 131,072 ids and 228.8-229.1 at 8,388,608 over any number
+/// of completions after them. The references take longer. Each shard's table marks the slot of
+/// a removed id as deleted rather than empty where a probe may have passed it; such markers
+/// lengthen later probes and use up the table's room until, after 9 to 10 fills (9.3 for a shard
+/// of 131,072 ids, 10.1 for one of 2,048), the table rebuilds itself at twice its size, a
+/// quarter full from then on, where markers pile up slowly and in-place rebuilds clear them.
+/// Their instructions per new id rise from 259 (std) and 239 (proposal) after four fills, to
+/// 271 and 251 at 131,072 ids (and 263 and 243 averaged over the 512,000 completions after four
+/// fills at 8,388,608), then drop to 252.9 and 232.7 at both sizes for good, while their heap
+/// doubles. Twelve fills put every shard past that rebuild at capacities of thousands of ids.
+pub const LONG_RUN_FILLS: usize = 12;
+
+/// Fills each of `histories` `fills` times over their `capacity` with the same fresh ids, in
+/// completions of 417: every contender ends up holding the same ids.
+pub fn fill(histories: &[&dyn Contender], capacity: usize, fills: usize, seed: u64) {
+    let mut ids = SplitMix64::new(seed);
+    let mut chunk = vec![0u64; 417 * 64];
+    let mut left = fills * capacity;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        chunk[..n].fill_with(|| ids.next_u64());
+        for history in histories {
+            for completion in chunk[..n].chunks(417) {
+                history.insert_all(completion);
+            }
+        }
+        left -= n;
+    }
+}
+
 /// A history the history benches compare: kvreuse's `SharedHistory` or the reference layout,
 /// behind one interface so both receive exactly the same calls.
 pub trait Contender: Sync {
