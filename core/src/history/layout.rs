@@ -400,8 +400,9 @@ pub(crate) struct Home {
     /// The bucket it goes to when that has room.
     pub(crate) first: usize,
     /// The mixed id, from which [`Codec::second`] works out where it overflows to: only the
-    /// paths that need the second bucket (a few percent of ids) pay for it.
-    mixed: u64,
+    /// paths that need the second bucket (a few percent of ids) pay for it. The writer's rare
+    /// paths take it in place of the home and work the home out again (see `writer.rs`).
+    pub(crate) mixed: u64,
     /// The tag bits its slot word carries: non-zero, already shifted into place.
     pub(crate) tag: u32,
     /// Its two bits in a bucket's tag summary (a function of the tag; see

@@ -260,7 +260,7 @@ impl<S: Storage> History<S> {
                         &mut self.forced,
                         &mut self.due,
                         id,
-                        &home,
+                        home.mixed,
                         first,
                     );
                 }
@@ -351,7 +351,8 @@ impl<S: Storage> History<S> {
 
     /// [`push`](Self::push) for a completion's first id, when it is new, out of line: inlined
     /// there too, it made the insert's set-up heavier for every completion (an all-duplicate
-    /// completion of 34 ids took 22.91 instructions per id rather than 22.35).
+    /// completion of 34 ids took 22.91 instructions per id rather than 22.35). `mixed` is the
+    /// id's mix (see `Tables::place_elsewhere` on why not its home).
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn push_apart(
@@ -362,10 +363,10 @@ impl<S: Storage> History<S> {
         forced: &mut u64,
         due: &mut Due,
         id: u64,
-        home: &Home,
+        mixed: u64,
         first: Header,
     ) {
-        Self::push(s, now, view, flags, forced, due, id, home, first);
+        Self::push(s, now, view, flags, forced, due, id, &s.home_of(mixed), first);
     }
 
     /// Writes a new id into the ring entry at the tail and indexes it, then publishes the
@@ -399,7 +400,7 @@ impl<S: Storage> History<S> {
         // live, so that its slot is not reused while readers may still look it up.
         let placed = s.place(home, first, word, view, flags, due);
         let overflowed = placed.unwrap_or_else(|| {
-            let (overflowed, early) = s.give_up_oldest(home, word, view);
+            let (overflowed, early) = s.give_up_oldest(home.mixed, word, view);
             *forced += u64::from(early);
             overflowed
         });
@@ -601,7 +602,7 @@ impl Tables<'_> {
             due.note(home.first, self.fill_next(home.first, next, word, home));
             return Some(false);
         }
-        self.place_elsewhere(home, first, word, view, flags)
+        self.place_elsewhere(home.mixed, first, word, view, flags)
     }
 
     /// [`place`](Self::place) when the first bucket's next slot is taken (a few percent of
@@ -616,15 +617,22 @@ impl Tables<'_> {
     /// fill 2.6% of new ids went past their first bucket rather than 3.4%, and of 400,000
     /// absent ids 23.3% passed the summaries rather than 23.8%, 2.4% the scans rather than
     /// 2.9%.
+    ///
+    /// It takes the id's mix and works the home out again, rather than a reference to the
+    /// home: for that reference the insert loop wrote every new id's home to the stack (five
+    /// stores), and its registers came out worse. With the mix (here, in `give_up_oldest` and
+    /// in `push_apart`), `scripts/bench-instructions` (key 7) counted 3.7 to 3.9 fewer
+    /// instructions per new id at both sizes, and 0.1 and 0.6 more per duplicate.
     #[inline(never)]
     fn place_elsewhere(
         &self,
-        home: &Home,
+        mixed: u64,
         first: Header,
         word: u32,
         view: &View,
         flags: &mut OverflowFlags,
     ) -> Option<bool> {
+        let home = &self.home_of(mixed);
         if let Some(next) = self.later_free(home.first, first, view) {
             self.fill_next_now(home.first, next, word, home, view);
             return Some(false);
@@ -731,7 +739,10 @@ impl Tables<'_> {
     /// it in the index meanwhile (see the module docs). Sparing it for the next oldest was
     /// tried (9629513) and undone: that id then loses its slot for good, up to a whole turn of
     /// the ring early, which every caller, not only a concurrent reader, sees.
-    pub(crate) fn give_up_oldest(&self, home: &Home, word: u32, view: &View) -> (bool, bool) {
+    ///
+    /// `mixed` is the new id's mix (see `place_elsewhere` on why not its home).
+    pub(crate) fn give_up_oldest(&self, mixed: u64, word: u32, view: &View) -> (bool, bool) {
+        let home = &self.home_of(mixed);
         let second = self.codec.second(home);
         let buckets: &[usize] =
             if self.may_overflow(home, second) { &[home.first, second] } else { &[home.first] };
