@@ -33,17 +33,19 @@ pub mod reference_history;
 /// every contender to reach the state it keeps in the long run, as a router's history would
 /// have after serving for a while.
 ///
-/// kvreuse gets there within four fills: `scripts/bench-instructions` (key 7) counts its new
-/// ids at 193.5-194.0 instructions at 131,072 ids and 228.8-229.1 at 8,388,608 over any number
-/// of completions after them. The references take longer. Each shard's table marks the slot of
-/// a removed id as deleted rather than empty where a probe may have passed it; such markers
-/// lengthen later probes and use up the table's room until, after 9 to 10 fills (9.3 for a shard
-/// of 131,072 ids, 10.1 for one of 2,048), the table rebuilds itself at twice its size, a
-/// quarter full from then on, where markers pile up slowly and in-place rebuilds clear them.
-/// Their instructions per new id rise from 259 (std) and 239 (proposal) after four fills, to
-/// 271 and 251 at 131,072 ids (and 263 and 243 averaged over the 512,000 completions after four
-/// fills at 8,388,608), then drop to 252.9 and 232.7 at both sizes for good, while their heap
-/// doubles. Twelve fills put every shard past that rebuild at capacities of thousands of ids.
+/// kvreuse gets there within four fills: at 90d04fd, `scripts/bench-instructions` (key 7)
+/// counted its new ids at 193.5-194.0 instructions at 131,072 ids and 228.8-229.1 at 8,388,608
+/// over any number of completions after them. The references take longer. Each shard's table
+/// marks the slot of a removed id as deleted rather than empty where a probe may have passed
+/// it; such markers lengthen later probes and use up the table's room until, after 9 to 10
+/// fills (9.3 for a shard of 131,072 ids, 10.1 for one of 2,048), the table rebuilds itself at
+/// twice its size, a quarter full from then on, where markers pile up slowly and in-place
+/// rebuilds clear them. Their instructions per new id (std, proposal), averaged over the first
+/// completions after four fills, rise from 260.6 and 240.4 to 271.2 and 251.1 (32,000
+/// completions) at 131,072 ids, and from 258.9 and 238.7 to 263.1 and 242.9 (512,000) at
+/// 8,388,608 ids, then drop to 252.9 and 232.7 at both sizes for good; their tables double,
+/// their heap goes from 26.0 to 44.0 bytes per entry. Twelve fills put every shard past that
+/// rebuild at the benches' sizes (shards of 2,048 and 131,072 ids).
 pub const LONG_RUN_FILLS: usize = 12;
 
 /// Fills each of `histories` `fills` times over their `capacity` with the same fresh ids, in
