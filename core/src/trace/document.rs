@@ -32,7 +32,8 @@ use core::ops::Range;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use super::{Request, Session, TraceError};
+use super::{MAX_LINE_BYTES, Request, Session, TraceError};
+use crate::chain::check_block_size;
 use crate::json::{Json, JsonError, Seen};
 
 /// A conversation set being read. See the [module docs](self).
@@ -235,6 +236,9 @@ impl<S: BorrowMut<Conversations>> DocumentReader<S> {
             1 => {
                 let own = at(json.u64(), &path)?;
                 let replay = self.set.borrow().block_size as u64;
+                if let Err(e) = check_block_size(usize::try_from(own).unwrap_or(usize::MAX)) {
+                    return Err(error(&path, format!("is {own}: {e}")));
+                }
                 if own != replay {
                     return Err(error(
                         &path,
@@ -285,7 +289,7 @@ impl<S: BorrowMut<Conversations>> DocumentReader<S> {
                 set.lists += 1;
                 let mut previous = Vec::new();
                 for request in requests {
-                    self.push(list, self.start_ms + started, request, &mut previous);
+                    self.push(list, self.start_ms.saturating_add(started), request, &mut previous);
                 }
             }
         }
@@ -573,6 +577,16 @@ enum Step {
 }
 
 impl Splitter {
+    /// A key or value that reached [`MAX_LINE_BYTES`] without ending. The splitter keeps one
+    /// key and one value whole at a time: bounded as a JSONL line is, they cannot grow with
+    /// the input when a document is cut short, or is not JSON.
+    fn too_long(&self, what: &str) -> TraceError {
+        error(
+            &"document",
+            format!("{what} is longer than {MAX_LINE_BYTES} bytes, at byte {}", self.offset),
+        )
+    }
+
     fn unexpected(&self, byte: u8, expected: &str) -> TraceError {
         let found = if byte.is_ascii_graphic() {
             format!("`{}`", byte as char)
@@ -618,6 +632,9 @@ impl Splitter {
                 Phase::InKey => {
                     // Keys are plain words here; an escaped key is kept raw (it names
                     // nothing this reader uses).
+                    if self.key.len() == MAX_LINE_BYTES {
+                        return Err(self.too_long("a key"));
+                    }
                     if self.key_escape {
                         self.key_escape = false;
                         self.key.push(byte);
@@ -655,6 +672,13 @@ impl Splitter {
                     continue;
                 }
                 Phase::InValue | Phase::InElement => match self.scan.step(byte) {
+                    Step::Continue if self.value.len() == MAX_LINE_BYTES => {
+                        let what = match self.phase {
+                            Phase::InElement => format!("element {} of `requests`", self.elements),
+                            _ => format!("the value of `{}`", String::from_utf8_lossy(&self.key)),
+                        };
+                        return Err(self.too_long(&what));
+                    }
                     Step::Continue => self.value.push(byte),
                     Step::EndedWith => {
                         self.value.push(byte);
@@ -767,6 +791,51 @@ mod tests {
         set.into_requests().map(|r| (r.timestamp.unwrap(), r.prompt_tokens, r.prompt_ids)).collect()
     }
 
+    /// A sub-agent's start past the last representable millisecond, in a staggered document,
+    /// stops there (it sorts last) rather than wrapping round to the start of the replay.
+    #[test]
+    fn a_sub_agent_started_past_the_last_millisecond_stays_last() {
+        let mut set = Conversations::new(4, 1000);
+        let first = r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}]}"#;
+        // 18446744073709551 s is 15 ms short of the largest u64 of milliseconds, less than the
+        // second document's stagger of 1000 ms.
+        let late = r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [2]},
+            {"t": 18446744073709551, "type": "subagent", "requests": [{"t": 0, "in": 4, "hash_ids": [3]}]}]}"#;
+        read(&mut set, "first.json", first.as_bytes(), 64).unwrap();
+        read(&mut set, "late.json", late.as_bytes(), 64).unwrap();
+        let times: Vec<u64> = times_and_ids(set).into_iter().map(|(t, ..)| t).collect();
+        assert_eq!(times, [0, 1000, u64::MAX]);
+    }
+
+    /// A key, a member's value or an element of `requests` is kept whole while it is read:
+    /// one that reaches `MAX_LINE_BYTES` is an error there, not a buffer that grows with the
+    /// input.
+    #[test]
+    fn a_value_without_end_is_cut_off_at_the_line_bound() {
+        let filler = "a".repeat(MAX_LINE_BYTES + 1);
+        let cases = [
+            (format!(r#"{{"{filler}"#), "a key is longer than 67108864 bytes"),
+            (format!(r#"{{"id": "{filler}"#), "the value of `id` is longer than 67108864 bytes"),
+            (
+                format!(r#"{{"requests": [{{"t": 0, "in": 4, "hash_ids": [1]}}, {{"t": "{filler}"#),
+                "element 1 of `requests` is longer than 67108864 bytes",
+            ),
+        ];
+        for (text, want) in cases {
+            let mut set = Conversations::new(4, 0);
+            let error = read(&mut set, "long.json", text.as_bytes(), 1 << 20).unwrap_err();
+            assert_eq!(
+                error.to_string().split(", at byte").next(),
+                Some(format!("document: {want}").as_str())
+            );
+        }
+        // A value of exactly the bound is read.
+        let id = "b".repeat(MAX_LINE_BYTES - 2);
+        let mut set = Conversations::new(4, 0);
+        let text = format!(r#"{{"id": "{id}", "requests": []}}"#);
+        read(&mut set, "long.json", text.as_bytes(), 1 << 20).unwrap();
+    }
+
     #[test]
     fn any_chunking_reads_the_same_requests_with_sub_agents_at_their_start() {
         let mut want = None;
@@ -831,7 +900,7 @@ mod tests {
 
     #[test]
     fn bad_documents_name_the_json_path() {
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 10] = [
             (r#"{"id": "a", "block_size": 4}"#, "requests: missing"),
             (
                 r#"{"requests": [{"t": 0, "in": 7, "hash_ids": [1, 2]}]}"#,
@@ -851,6 +920,10 @@ mod tests {
                 "block_size: is 64, but the replay's block size is 4 (give a block size of 64, or none)",
             ),
             (r#"{"hash_id_scope": "shared", "requests": []}"#, "hash_id_scope: is \"shared\""),
+            (
+                r#"{"block_size": 0, "requests": []}"#,
+                "block_size: is 0: block size must be at least 1",
+            ),
             (r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}"#, "document: ends too early"),
             (
                 r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}]} x"#,
