@@ -12,8 +12,6 @@ use kvreuse::core::setup::{TraceSettings, Warmup};
 use kvreuse::core::trace::Format;
 use kvreuse::trace::{self, BUNDLED_TRACE_NAME, ReadStats, Source, TraceReader};
 
-use crate::replay::flag_error;
-
 /// A trace ready to read.
 pub(crate) struct Input {
     pub(crate) reader: TraceReader,
@@ -31,9 +29,8 @@ impl Input {
     /// file's format (its block size, unless one is given).
     pub(crate) fn open(traces: &[PathBuf], settings: &mut TraceSettings) -> Result<Input> {
         let sources = Source::from_args(traces)?;
-        settings.settle(sources[0].sniff()?);
         let threads = trace::default_threads();
-        let reader = TraceReader::new(sources.clone(), settings, threads).map_err(flag_error)?;
+        let reader = TraceReader::open(sources.clone(), settings, threads)?;
         let stored: Option<u64> = sources.iter().map(Source::stored_bytes).sum();
         let progress = match stored {
             Some(total) if std::io::stderr().is_terminal() && total >= 64 << 20 => {

@@ -446,18 +446,33 @@ impl TraceSettings {
 
     /// Settles what the first file of the trace says (its format, and a kv-cache-tester
     /// document's own block size) into the settings not given: the block size becomes the
-    /// document's, or the format's default.
+    /// document's, or the format's default. A document's block size that no hash chain takes
+    /// (0) is left for its reader to report, at its place in the document.
     pub fn settle(&mut self, first: Sniffed) {
         if self.block_size_given {
             return;
         }
         let format = self.format.or(first.format);
-        if let Some(block_size) = first.block_size.filter(|_| format == Some(Format::KvcacheTester))
+        if let Some(block_size) = first
+            .block_size
+            .filter(|&b| format == Some(Format::KvcacheTester) && check_block_size(b).is_ok())
         {
             self.block_size = block_size;
         } else if let Some(format) = format {
             self.block_size = format.default_block_size();
         }
+    }
+
+    /// For a JSONL file after the first, told `later` from its first bytes: its format's
+    /// block size, when that differs from the one the first file settled. Its hash ids are of
+    /// blocks of that size, so every one of its lines would fail to match the settled size.
+    /// `None` when a block size or a format was given (every file is read with it), or the
+    /// file's format is not told.
+    pub fn other_block_size(&self, later: Sniffed) -> Option<usize> {
+        if self.block_size_given || self.format.is_some() {
+            return None;
+        }
+        later.format.map(Format::default_block_size).filter(|&b| b != self.block_size)
     }
 
     /// Sets the format by name.
@@ -1056,6 +1071,12 @@ mod tests {
         let mut trace = TraceSettings::default();
         trace.settle(sniffed(Format::KvcacheTester, Some(32)));
         assert_eq!(trace.block_size, 32);
+        // A document's block size that is none is its reader's to report.
+        for none in [0, crate::chain::MAX_BLOCK_SIZE + 1] {
+            let mut trace = TraceSettings::default();
+            trace.settle(sniffed(Format::KvcacheTester, Some(none)));
+            assert_eq!(trace.block_size, 64, "{none}");
+        }
         let mut trace = TraceSettings::default();
         trace.set_format("kvcache-tester").unwrap();
         trace.settle(Sniffed::default());
@@ -1065,6 +1086,27 @@ mod tests {
         assert_eq!(trace.block_size, 100, "a given block size stays");
         trace.set_stagger("1.5").unwrap();
         assert_eq!(trace.stagger_ms, 1500);
+    }
+
+    #[test]
+    fn a_later_file_of_other_blocks_is_told_unless_a_size_or_format_was_given() {
+        let told = |format| Sniffed { format: Some(format), block_size: None };
+        let mut trace = TraceSettings::default();
+        trace.settle(told(Format::Bailian));
+        assert_eq!(trace.other_block_size(told(Format::Mooncake)), Some(512));
+        assert_eq!(trace.other_block_size(told(Format::Tokens)), Some(512));
+        assert_eq!(trace.other_block_size(told(Format::Bailian)), None);
+        assert_eq!(trace.other_block_size(Sniffed::default()), None);
+        let mut trace = TraceSettings::default();
+        trace.settle(told(Format::Mooncake));
+        assert_eq!(trace.other_block_size(told(Format::Tokens)), None);
+        assert_eq!(trace.other_block_size(told(Format::Bailian)), Some(16));
+        let mut given = trace.clone();
+        given.set_block_size(16).unwrap();
+        assert_eq!(given.other_block_size(told(Format::Mooncake)), None);
+        let mut given = trace.clone();
+        given.set_format("bailian").unwrap();
+        assert_eq!(given.other_block_size(told(Format::Mooncake)), None);
     }
 
     #[test]

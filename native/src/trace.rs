@@ -18,11 +18,12 @@
 //! [`TraceReader::count_records`] reads the files once more, cheaply (lines are counted, not parsed, unless
 //! bad ones are to be skipped). Standard input and other pipes cannot be read twice.
 
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use flate2::read::MultiGzDecoder;
 use kvreuse_core::chain::DynamoHasher;
@@ -85,14 +86,34 @@ pub enum TraceFileError {
     },
     /// kv-cache-tester documents and JSONL traces in one run.
     #[error(
-        "{name}: a {format} trace among kv-cache-tester documents (documents replay as \
-         concurrent conversations, JSONL traces one after another): replay them apart"
+        "{name}: {} (documents replay as concurrent conversations, JSONL traces one after \
+         another): replay them apart",
+        if *format == Format::KvcacheTester {
+            "a kv-cache-tester document after JSONL traces".to_string()
+        } else {
+            format!("a {format} trace among kv-cache-tester documents")
+        }
     )]
     MixedFormats {
         /// The file that does not fit.
         name: String,
         /// Its format.
         format: Format,
+    },
+    /// A JSONL trace whose format's blocks differ from those of the files before it (no
+    /// block size given): see [`TraceSettings::other_block_size`].
+    #[error(
+        "{name}: a {format} trace, whose blocks are {} tokens, after a trace of blocks of \
+         {block_size}: a replay has one block size (give one, or replay them apart)",
+        format.default_block_size()
+    )]
+    OtherBlockSize {
+        /// The file that does not fit.
+        name: String,
+        /// Its format.
+        format: Format,
+        /// The block size the first file settled.
+        block_size: usize,
     },
     /// The settings cannot be used (a block size the hash chains refuse).
     #[error(transparent)]
@@ -224,9 +245,11 @@ impl Source {
     }
 
     /// Its format (and a kv-cache-tester document's block size), told from its first bytes.
+    /// Nothing is told of a source that can be read only once (standard input, a pipe): this
+    /// would consume the bytes it read. [`TraceReader::open`] tells a first such source's
+    /// format and keeps it open.
     pub fn sniff(&self) -> Result<Sniffed, TraceFileError> {
-        if let Source::Stdin = self {
-            // Standard input can be read only once; its format is told when it is read.
+        if !self.rereadable() {
             return Ok(Sniffed::default());
         }
         Ok(self.open_sniffed(Arc::default())?.1)
@@ -290,18 +313,32 @@ impl LineFormat<'_> {
 }
 
 /// Reads traces into batches of requests. See the [module docs](self).
-#[derive(Debug)]
 pub struct TraceReader {
     sources: Vec<Source>,
     hasher: DynamoHasher,
     settings: TraceSettings,
     threads: usize,
     read: Arc<AtomicU64>,
+    /// The first source, when [`open`](Self::open) read its first bytes and it cannot be read
+    /// twice (standard input, a pipe): those bytes and the rest, for the first
+    /// [`read`](Self::read) to go on from.
+    held: Mutex<Option<(Box<dyn Read + Send>, Sniffed)>>,
+}
+
+impl fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("sources", &self.sources)
+            .field("settings", &self.settings)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TraceReader {
     /// A reader of `sources`, one after another, as `settings` say (format, block size,
-    /// invalid lines, stagger); lines are parsed on up to `threads` threads.
+    /// invalid lines, stagger); lines are parsed on up to `threads` threads. The settings are
+    /// taken as they are: [`open`](Self::open) first settles them by the first source.
     pub fn new(
         sources: Vec<Source>,
         settings: &TraceSettings,
@@ -309,7 +346,34 @@ impl TraceReader {
     ) -> Result<TraceReader, SetupError> {
         let hasher = settings.hasher()?;
         let settings = settings.clone();
-        Ok(TraceReader { sources, hasher, settings, threads, read: Arc::default() })
+        let (read, held) = (Arc::default(), Mutex::new(None));
+        Ok(TraceReader { sources, hasher, settings, threads, read, held })
+    }
+
+    /// [`new`](Self::new), once the first source's first bytes have told its format (and a
+    /// kv-cache-tester document's block size), which settle what `settings` leave open (see
+    /// [`TraceSettings::settle`]). A first source that can be read only once (standard input,
+    /// a pipe) stays open from there: the first [`read`](Self::read) goes on from the bytes
+    /// read to tell, and loses none.
+    pub fn open(
+        sources: Vec<Source>,
+        settings: &mut TraceSettings,
+        threads: usize,
+    ) -> Result<TraceReader, TraceFileError> {
+        let read = Arc::default();
+        let mut held = None;
+        if let Some(first) = sources.first() {
+            let sniffed = if first.rereadable() {
+                first.sniff()?
+            } else {
+                let (reader, sniffed) = first.open_sniffed(Arc::clone(&read))?;
+                held = Some((reader, sniffed));
+                sniffed
+            };
+            settings.settle(sniffed);
+        }
+        let reader = TraceReader::new(sources, settings, threads)?;
+        Ok(TraceReader { read, held: Mutex::new(held), ..reader })
     }
 
     /// A counter of the stored bytes read so far, for progress.
@@ -328,9 +392,14 @@ impl TraceReader {
         let mut stats = ReadStats::default();
         let mut conversations: Option<Conversations> = None;
         let mut lines_read = false;
+        // The first source as `open` left it, if it cannot be opened again.
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner).take();
         for source in &self.sources {
             let name = source.name();
-            let (mut reader, sniffed) = source.open_sniffed(Arc::clone(&self.read))?;
+            let (mut reader, sniffed) = match held.take() {
+                Some(opened) => opened,
+                None => source.open_sniffed(Arc::clone(&self.read))?,
+            };
             let format = self.settings.format.or(sniffed.format);
             stats.formats.push((name.clone(), format, self.settings.format.is_none()));
             let mixed = |format| TraceFileError::MixedFormats { name: name.clone(), format };
@@ -346,6 +415,12 @@ impl TraceReader {
             }
             if conversations.is_some() {
                 return Err(mixed(format.unwrap_or(Format::Mooncake)).into());
+            }
+            if let Some(format) = sniffed.format.filter(|_| lines_read)
+                && self.settings.other_block_size(sniffed).is_some()
+            {
+                let block_size = self.settings.block_size;
+                return Err(TraceFileError::OtherBlockSize { name, format, block_size }.into());
             }
             lines_read = true;
             let format = match format {
@@ -584,6 +659,7 @@ impl TraceReader {
             settings: self.settings.clone(),
             threads: self.threads,
             read: Arc::default(),
+            held: Mutex::new(None),
         }
     }
 }

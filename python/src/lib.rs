@@ -254,9 +254,8 @@ fn open(
     settings: &mut TraceSettings,
 ) -> PyResult<(TraceReader, u64)> {
     let sources = Source::from_args(&trace_paths(traces)?).map_err(trace_error)?;
-    settings.settle(sources[0].sniff().map_err(trace_error)?);
     let reader =
-        TraceReader::new(sources, settings, trace::default_threads()).map_err(setup_error)?;
+        TraceReader::open(sources, settings, trace::default_threads()).map_err(trace_error)?;
     let warmup = settings.warmup;
     let measure_from = match warmup.measure_from(None) {
         Some(n) => n,

@@ -543,6 +543,77 @@ fn bad_documents_name_the_file_and_the_json_path_and_mixing_is_refused() {
         stderr.contains("lines.jsonl: a mooncake trace among kv-cache-tester documents"),
         "{stderr}"
     );
+    // And the other way round, a document after JSONL traces.
+    let paths = [jsonl.to_str().unwrap(), document.to_str().unwrap()];
+    let out = kvreuse(&["replay", "--block-size", "4", paths[0], paths[1]], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ok.json: a kv-cache-tester document after JSONL traces"), "{stderr}");
+}
+
+/// JSONL traces of two formats whose blocks differ (Bailian's 16 tokens, Mooncake's 512) do
+/// not replay together unless a block size is given: the second file's every line would fail
+/// to match the first's block size.
+#[test]
+fn traces_of_other_block_sizes_are_refused_unless_a_size_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, line: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    // Both of 16-token blocks, as their ids say.
+    let bailian = write(
+        "b.jsonl",
+        r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 32, "output_length": 7, "type": "text", "turn": 1, "hash_ids": [1, 2]}"#,
+    );
+    let mooncake =
+        write("m.jsonl", r#"{"timestamp": 1000, "input_length": 32, "hash_ids": [1, 2]}"#);
+    let out = kvreuse(&["replay", &bailian, &mooncake], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let want = "m.jsonl: a mooncake trace, whose blocks are 512 tokens, after a trace of blocks \
+                of 16: a replay has one block size (give one, or replay them apart)";
+    assert!(stderr.contains(want), "{stderr}");
+    let out = kvreuse(&["replay", "--json", "--block-size", "16", &bailian, &mooncake], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["requests"], 2);
+}
+
+/// A trace read from a pipe, as standard input (`-`) or by a path that names one
+/// (`/dev/stdin`, a shell's `<(...)`), can be read only once: its format is told from its
+/// first bytes without losing them, and it replays exactly as the file does, block size and
+/// all (a Bailian trace's 16).
+#[test]
+fn a_trace_from_a_pipe_replays_as_the_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bailian.jsonl");
+    // Longer than the bytes read to tell the format, so that a lost head would show.
+    let text: String = (0..400u64)
+        .map(|k| {
+            let ids: Vec<u64> = (0..1 + k % 5).map(|i| k / 3 * 10 + i).collect();
+            format!(
+                "{{\"chat_id\": {k}, \"parent_chat_id\": -1, \"timestamp\": {k}.5, \"input_length\": {}, \"output_length\": 7, \"type\": \"text\", \"turn\": 1, \"hash_ids\": {ids:?}}}\n",
+                ids.len() * 16 - 3
+            )
+        })
+        .collect();
+    assert!(text.len() > 32 << 10);
+    std::fs::write(&path, &text).unwrap();
+    let args = ["replay", "--json", "--capacity", "50,inf"];
+    let from_file = kvreuse(&[&args[..], &[path.to_str().unwrap()]].concat(), b"");
+    assert!(from_file.status.success(), "{}", String::from_utf8_lossy(&from_file.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&from_file.stdout).unwrap();
+    assert_eq!((report["requests"].as_u64(), report["block_size"].as_u64()), (Some(400), Some(16)));
+    for name in ["-", "/dev/stdin"] {
+        let out = kvreuse(&[&args[..], &[name]].concat(), text.as_bytes());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert_eq!(out.stdout, from_file.stdout, "{name}: {stderr}");
+    }
 }
 
 // ---------------------------------------------------------------- peer messages

@@ -115,6 +115,9 @@ pub fn sniff(head: &[u8]) -> Sniffed {
                 return Err(json.error("stop"));
             }
             b"block_size" => {
+                // Only a document has this key: one whose value is no block size is still a
+                // document, for its reader to say what is wrong with it.
+                sniffed.format = Some(Format::KvcacheTester);
                 sniffed.block_size = Some(json.u64()? as usize);
                 return Ok(());
             }
@@ -173,6 +176,13 @@ mod tests {
         }
         for head in [&b""[..], b"\n\n", b"[1, 2]", b"{\"x\": 1}", b"not json"] {
             assert_eq!(sniff(head).format, None, "{head:?}");
+        }
+        // A document whose block size is not one is still a document (its reader says why).
+        for head in
+            [&br#"{"id":"x","block_size":64.0,"requests":[]}"#[..], br#"{"block_size":"64"}"#]
+        {
+            let want = Sniffed { format: Some(Format::KvcacheTester), block_size: None };
+            assert_eq!(sniff(head), want, "{head:?}");
         }
     }
 
