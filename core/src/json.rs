@@ -310,9 +310,12 @@ impl<'a> Json<'a> {
             return Ok(());
         }
         let t = self.text;
-        // One allocation: as many slots as commas before the array's end (a cheap scan).
+        // One allocation: as many slots as commas before the array's end (a cheap scan), and
+        // no more than the text there could hold (a digit and a comma each): a run of commas
+        // reserves no more than a valid array of its length needs.
         if let Some(end) = memchr::memchr(b']', &t[self.at..]) {
-            out.reserve(memchr::memchr_iter(b',', &t[self.at..self.at + end]).count() + 1);
+            let commas = memchr::memchr_iter(b',', &t[self.at..self.at + end]).count();
+            out.reserve(commas.min(end / 2) + 1);
         }
         loop {
             self.skip_blanks();
