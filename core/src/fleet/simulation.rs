@@ -32,6 +32,11 @@ use super::{FleetError, FleetRow, Outcome, Shape, Timing, WorkerShare};
 use crate::replay::{Policy, Replay, ReplayConfig};
 use crate::trace::Request;
 
+/// The latest arrival, in ns from the first (2^62, 146 years): timestamps further apart
+/// (a unit mixed up, say) arrive here, so that every pass started then still ends within a
+/// `u64` of ns and plays out.
+const LAST_ARRIVAL_NS: u64 = 1 << 62;
+
 /// Prompt blocks of one worker's requests in flight, with their multiplicity.
 type BlockCounts = HashMap<u64, u32, BuildHasherDefault<FxHasher>>;
 
@@ -170,24 +175,27 @@ impl Simulation {
             + self.shape.router.heap_bytes()
     }
 
-    /// The arrival time of a request stamped `timestamp` (ms), in ns from the first.
+    /// The arrival time of a request stamped `timestamp` (ms), in ns from the first, at most
+    /// [`LAST_ARRIVAL_NS`].
     fn arrival(&mut self, timestamp: Option<u64>) -> u64 {
         let Some(ms) = timestamp else { return self.now };
         let origin = *self.origin.get_or_insert(ms);
-        ms.saturating_sub(origin).saturating_mul(1_000_000).max(self.now)
+        ms.saturating_sub(origin).saturating_mul(1_000_000).min(LAST_ARRIVAL_NS).max(self.now)
     }
 
     /// Routes `request` (whose full engine blocks are `ids`) at its arrival.
     pub(crate) fn push(&mut self, request: &Request, ids: &[u64]) -> Result<(), FleetError> {
         let counted = self.requests >= self.measure_from;
         self.requests += 1;
-        if counted && self.evictions_before.is_none() {
-            self.evictions_before = Some(self.evictions());
-        }
         let now = self.arrival(request.timestamp);
         self.now = now;
         if let Timing::Mocker { .. } = self.timing {
             self.advance(now);
+        }
+        // The row counts evictions from the first counted arrival on: the passes that ended
+        // by then worked for the warm-up's requests alone.
+        if counted && self.evictions_before.is_none() {
+            self.evictions_before = Some(self.evictions());
         }
         if let Some(error) = self.failed.take() {
             return Err(error);
@@ -240,31 +248,33 @@ impl Simulation {
             self.loads[w].active_blocks = maps[w].len() as u64;
         }
 
-        if isl == 0 {
-            // Nothing to compute or reuse: routed and counted, no engine work.
-            return self.finish(live);
-        }
         match self.timing {
+            // Nothing to compute or reuse: routed and counted, no engine work.
+            _ if isl == 0 => self.finish(live)?,
             Timing::Instant => {
                 if self.workers[w].run_alone(&mut live) {
-                    self.finish(live)
-                } else {
-                    self.reject(live);
-                    Ok(())
+                    return self.finish(live);
                 }
+                self.reject(live);
+                return Ok(());
             }
-            Timing::Mocker { speedup } => {
+            Timing::Mocker { .. } => {
                 let key = self.slab.insert(live);
                 self.workers[w].waiting.push_back(key);
-                // The next arrival is not known yet: every pass started now stays in flight.
-                for w in 0..self.workers.len() {
-                    if !self.busy[w] {
-                        self.start(w, now, now, speedup);
-                    }
-                }
-                Ok(())
             }
         }
+        // Every idle worker with work starts its next pass: the one given this request, and
+        // any whose pass ended at this very arrival (`advance` leaves those for now, so that
+        // their next pass can take what arrives), even when this request gave no work. The
+        // next arrival is not known yet: every pass started now stays in flight.
+        if let Timing::Mocker { speedup } = self.timing {
+            for w in 0..self.workers.len() {
+                if !self.busy[w] {
+                    self.start(w, now, now, speedup);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Plays out every pass that ends by `until`; passes that end before it are followed by
@@ -300,7 +310,7 @@ impl Simulation {
                 debug_assert!(false, "a worker with work did nothing");
                 return;
             };
-            let end = now + duration;
+            let end = now.saturating_add(duration);
             if worker.signals.is_empty() && end < until {
                 now = end;
                 continue;

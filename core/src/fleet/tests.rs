@@ -309,9 +309,14 @@ proptest! {
         workers in 1usize..5,
         capacity in 1usize..40,
         router_index in 0usize..Router::NAMES.len(),
-        speedup in prop_oneof![Just(None), Just(Some(1.0)), Just(Some(0.05)), Just(Some(1000.0))],
+        speedup in prop_oneof![
+            Just(None), Just(Some(1e12)), Just(Some(1.0)), Just(Some(0.05)), Just(Some(1000.0))
+        ],
+        bursty in any::<bool>(),
     ) {
-        let requests = trace(n, 4, gap, seed);
+        // Bursty traces have empty prompts, and passes of no time (1e12) make every tie
+        // between an arrival and a pass's end happen.
+        let requests = if bursty { bursty_trace(n, 4, seed) } else { trace(n, 4, gap, seed) };
         let timing = speedup.map_or(Timing::Instant, |speedup| Timing::Mocker { speedup });
         let shapes = FleetConfig::grid(&[workers], &[capacity], &[router(Router::NAMES[router_index])]);
         let row = &run(&config(shapes, timing, 4), &requests)[0];
@@ -417,16 +422,16 @@ impl Model {
         let mut ids = Vec::new();
         self.blocks.prompt_ids(request, &mut ids);
         let counted = self.seq >= self.measure_from;
-        if counted && self.evictions_before.is_none() {
-            self.evictions_before = Some(self.evictions());
-        }
         if let Some(ms) = request.timestamp {
             let origin = *self.origin.get_or_insert(ms);
-            self.now = self.now.max((ms - origin.min(ms)) * 1_000_000);
+            self.now = self.now.max((ms - origin.min(ms)).saturating_mul(1_000_000).min(1 << 62));
         }
         let now = self.now;
         if self.speedup.is_some() {
             self.play(now);
+        }
+        if counted && self.evictions_before.is_none() {
+            self.evictions_before = Some(self.evictions());
         }
         let f1 = self.ceiling.look_up(request).unwrap()[0];
         let n = self.workers.len();
@@ -483,19 +488,21 @@ impl Model {
         live.counted = counted;
         live.routed = [f1, reusable(best, isl, bs as usize), reusable(cached[w], isl, bs as usize)];
         self.seq += 1;
-        if isl == 0 {
-            return self.finish(live);
-        }
         let Some(speedup) = self.speedup else {
-            return match self.workers[w].run_alone(&mut live) {
+            return match isl == 0 || self.workers[w].run_alone(&mut live) {
                 true => self.finish(live),
                 false => self.reject(live),
             };
         };
-        let charge = isl - isl.min(cached[w] as u64 * bs);
-        let key = self.slab.insert(live);
-        self.routed.push((key, w, ids, charge));
-        self.workers[w].waiting.push_back(key);
+        if isl == 0 {
+            self.finish(live);
+        } else {
+            let charge = isl - isl.min(cached[w] as u64 * bs);
+            let key = self.slab.insert(live);
+            self.routed.push((key, w, ids, charge));
+            self.workers[w].waiting.push_back(key);
+        }
+        // Every idle worker with work, after every arrival.
         for v in 0..n {
             if self.passes[v].is_none() && self.workers[v].has_work() {
                 self.begin(v, now, speedup);
@@ -678,6 +685,24 @@ proptest! {
         let row = fleet.finish().unwrap().remove(0);
         prop_assert_eq!(row, model.row());
         prop_assert_eq!(outcomes, model.outcomes);
+    }
+}
+
+/// Timestamps ages apart (epoch microseconds after a zero, say) arrive at most 2^62 ns after
+/// the first: every pass still ends within a `u64` and plays out, and every request is
+/// counted, with a time to first token of the passes' own length.
+#[test]
+fn arrivals_ages_apart_still_play_out() {
+    let mut requests = trace(8, 4, 1, 7);
+    requests[4].timestamp = Some(u64::MAX / 2);
+    for r in &mut requests[5..] {
+        r.timestamp = Some(u64::MAX);
+    }
+    for timing in [MOCKER, Timing::Mocker { speedup: 1e12 }] {
+        let shape = Shape { workers: 2, worker_capacity: 40, router: router("kv") };
+        let row = &run(&config(vec![shape], timing, 4), &requests)[0];
+        assert_eq!(row.requests + row.rejected_requests, 8);
+        assert!(row.ttft_ms_p99.unwrap() < 1e6, "{:?}", row.ttft_ms_p99);
     }
 }
 
