@@ -284,8 +284,13 @@ impl Worker {
                     self.waiting.pop_front();
                     self.running.push(key);
                     let live = slab.get(key);
+                    // Counted at the first admission only, as vLLM counts a request's cached
+                    // tokens: readmitted after a preemption, a request finds its own blocks
+                    // again, which were computed for it, not before it.
+                    if live.admitted.is_none() {
+                        live.reused = cached.min(live.isl);
+                    }
                     live.admitted.get_or_insert(now);
-                    live.reused = live.reused.max(cached.min(live.isl));
                 }
                 Step::Blocked | Step::Preempted => break,
             }
@@ -623,7 +628,10 @@ mod tests {
         check(&worker, &mut slab);
         assert_eq!(worker.signals, [Signal::Finished(a)]);
         assert_eq!((worker.running.len(), &worker.waiting), (0, &VecDeque::from([b])));
-        assert_eq!(drain(&mut worker, &mut slab), [Signal::Finished(b)]);
+        // Readmitted, b finds its own two blocks again: computed for it, so not reuse (its
+        // first admission found nothing).
+        let signals = drain(&mut worker, &mut slab);
+        assert_eq!((slab.get(b).reused, &signals[..]), (0, &[Signal::Finished(b)][..]));
     }
 
     /// A request is admitted when the blocks of its whole sequence, less its cached prefix
