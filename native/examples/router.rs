@@ -261,9 +261,17 @@ async fn run(waiting: &mut HashMap<u64, Waiting>, outcome: Outcome) -> Result<()
             "cpu_hit_tokens": 0,
             "cpu_lookup_tokens": outcome.found_tokens - outcome.reused_tokens,
         }});
-        let parsed = WorkerReport::from_dynamo_engine_data(engine_data.to_string().as_bytes())?;
-        if let Some(parsed) = parsed {
-            guard.observe_worker(parsed)?;
+        // A report that cannot be used is logged, and the request goes on: ending it here
+        // would drop the guard and count it incomplete (a report of another prompt counts as
+        // `prompt_mismatch` once the request completes).
+        match WorkerReport::from_dynamo_engine_data(engine_data.to_string().as_bytes()) {
+            Ok(Some(parsed)) => {
+                if let Err(error) = guard.observe_worker(parsed) {
+                    tracing::warn!(%error, "worker report refused");
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "worker report unreadable"),
         }
     }
     run_request(guard, output, fate).await;

@@ -118,8 +118,8 @@ impl Pool {
         self.capacity - self.free_slots() - self.queued
     }
 
-    /// Cached blocks, in use or not (what the pool would give back to lookups, plus the
-    /// blocks of generated tokens).
+    /// Cached prompt blocks, in use or not: what the pool would give back to lookups. (The
+    /// cached blocks of generated tokens, which no lookup finds, are not counted.)
     pub(crate) fn cached_blocks(&self) -> usize {
         self.index.len()
     }
