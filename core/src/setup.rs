@@ -463,18 +463,6 @@ impl TraceSettings {
         }
     }
 
-    /// For a JSONL file after the first, told `later` from its first bytes: its format's
-    /// block size, when that differs from the one the first file settled. Its hash ids are of
-    /// blocks of that size, so every one of its lines would fail to match the settled size.
-    /// `None` when a block size or a format was given (every file is read with it), or the
-    /// file's format is not told.
-    pub fn other_block_size(&self, later: Sniffed) -> Option<usize> {
-        if self.block_size_given || self.format.is_some() {
-            return None;
-        }
-        later.format.map(Format::default_block_size).filter(|&b| b != self.block_size)
-    }
-
     /// Sets the format by name.
     pub fn set_format(&mut self, text: &str) -> Result<(), SetupError> {
         let format =
@@ -1086,27 +1074,6 @@ mod tests {
         assert_eq!(trace.block_size, 100, "a given block size stays");
         trace.set_stagger("1.5").unwrap();
         assert_eq!(trace.stagger_ms, 1500);
-    }
-
-    #[test]
-    fn a_later_file_of_other_blocks_is_told_unless_a_size_or_format_was_given() {
-        let told = |format| Sniffed { format: Some(format), block_size: None };
-        let mut trace = TraceSettings::default();
-        trace.settle(told(Format::Bailian));
-        assert_eq!(trace.other_block_size(told(Format::Mooncake)), Some(512));
-        assert_eq!(trace.other_block_size(told(Format::Tokens)), Some(512));
-        assert_eq!(trace.other_block_size(told(Format::Bailian)), None);
-        assert_eq!(trace.other_block_size(Sniffed::default()), None);
-        let mut trace = TraceSettings::default();
-        trace.settle(told(Format::Mooncake));
-        assert_eq!(trace.other_block_size(told(Format::Tokens)), None);
-        assert_eq!(trace.other_block_size(told(Format::Bailian)), Some(16));
-        let mut given = trace.clone();
-        given.set_block_size(16).unwrap();
-        assert_eq!(given.other_block_size(told(Format::Mooncake)), None);
-        let mut given = trace.clone();
-        given.set_format("bailian").unwrap();
-        assert_eq!(given.other_block_size(told(Format::Mooncake)), None);
     }
 
     #[test]

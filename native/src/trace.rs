@@ -100,21 +100,6 @@ pub enum TraceFileError {
         /// Its format.
         format: Format,
     },
-    /// A JSONL trace whose format's blocks differ from those of the files before it (no
-    /// block size given): see [`TraceSettings::other_block_size`].
-    #[error(
-        "{name}: a {format} trace, whose blocks are {} tokens, after a trace of blocks of \
-         {block_size}: a replay has one block size (give one, or replay them apart)",
-        format.default_block_size()
-    )]
-    OtherBlockSize {
-        /// The file that does not fit.
-        name: String,
-        /// Its format.
-        format: Format,
-        /// The block size the first file settled.
-        block_size: usize,
-    },
     /// The settings cannot be used (a block size the hash chains refuse).
     #[error(transparent)]
     Setup(#[from] SetupError),
@@ -354,12 +339,19 @@ impl TraceReader {
     /// kv-cache-tester document's block size), which settle what `settings` leave open (see
     /// [`TraceSettings::settle`]). A first source that can be read only once (standard input,
     /// a pipe) stays open from there: the first [`read`](Self::read) goes on from the bytes
-    /// read to tell, and loses none.
+    /// read to tell, and loses none. A warm-up given as a share of the requests, which
+    /// [`count_records`](Self::count_records) counts in a reading of its own, fails on such a
+    /// source here, before anything is read from it.
     pub fn open(
         sources: Vec<Source>,
         settings: &mut TraceSettings,
         threads: usize,
     ) -> Result<TraceReader, TraceFileError> {
+        if settings.warmup.needs_count()
+            && let Some(pipe) = sources.iter().find(|s| !s.rereadable())
+        {
+            return Err(TraceFileError::CannotCount { name: pipe.name() });
+        }
         let read = Arc::default();
         let mut held = None;
         if let Some(first) = sources.first() {
@@ -415,12 +407,6 @@ impl TraceReader {
             }
             if conversations.is_some() {
                 return Err(mixed(format.unwrap_or(Format::Mooncake)).into());
-            }
-            if let Some(format) = sniffed.format.filter(|_| lines_read)
-                && self.settings.other_block_size(sniffed).is_some()
-            {
-                let block_size = self.settings.block_size;
-                return Err(TraceFileError::OtherBlockSize { name, format, block_size }.into());
             }
             lines_read = true;
             let format = match format {

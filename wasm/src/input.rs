@@ -63,16 +63,6 @@ pub enum InputError {
         /// Its format.
         format: Format,
     },
-    /// A JSONL file whose format's blocks differ from those of the files before it (no
-    /// block size given): see `TraceSettings::other_block_size`.
-    OtherBlockSize {
-        /// The file that does not fit.
-        file: String,
-        /// Its format.
-        format: Format,
-        /// The block size the first file settled.
-        block_size: usize,
-    },
     /// A chunk after the input finished.
     Finished,
 }
@@ -126,15 +116,6 @@ impl fmt::Display for InputError {
                 f.write_str(
                     " (documents replay as concurrent conversations, JSONL traces one after \
                      another): replay them apart",
-                )
-            }
-            InputError::OtherBlockSize { file: name, format, block_size } => {
-                file(f, name)?;
-                write!(
-                    f,
-                    "a {format} trace, whose blocks are {} tokens, after a trace of blocks of \
-                     {block_size}: a replay has one block size (give one, or replay them apart)",
-                    format.default_block_size()
                 )
             }
             InputError::Finished => f.write_str("the input is finished: no chunk may follow"),
@@ -336,12 +317,6 @@ impl Input {
         } else {
             if self.conversations.is_some() {
                 return Err(mixed(&self.name, format.unwrap_or(Format::Mooncake)));
-            }
-            if let Some(format) = sniffed.format.filter(|_| self.lines_read)
-                && self.settings.other_block_size(sniffed).is_some()
-            {
-                let (file, block_size) = (self.name.clone(), self.settings.block_size);
-                return Err(InputError::OtherBlockSize { file, format, block_size });
             }
             self.lines_read = true;
             let format = match format {

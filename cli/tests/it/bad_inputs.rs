@@ -551,38 +551,6 @@ fn bad_documents_name_the_file_and_the_json_path_and_mixing_is_refused() {
     assert!(stderr.contains("ok.json: a kv-cache-tester document after JSONL traces"), "{stderr}");
 }
 
-/// JSONL traces of two formats whose blocks differ (Bailian's 16 tokens, Mooncake's 512) do
-/// not replay together unless a block size is given: the second file's every line would fail
-/// to match the first's block size.
-#[test]
-fn traces_of_other_block_sizes_are_refused_unless_a_size_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, line: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, format!("{line}\n")).unwrap();
-        path.to_str().unwrap().to_owned()
-    };
-    // Both of 16-token blocks, as their ids say.
-    let bailian = write(
-        "b.jsonl",
-        r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 32, "output_length": 7, "type": "text", "turn": 1, "hash_ids": [1, 2]}"#,
-    );
-    let mooncake =
-        write("m.jsonl", r#"{"timestamp": 1000, "input_length": 32, "hash_ids": [1, 2]}"#);
-    let out = kvreuse(&["replay", &bailian, &mooncake], b"");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    let want = "m.jsonl: a mooncake trace, whose blocks are 512 tokens, after a trace of blocks \
-                of 16: a replay has one block size (give one, or replay them apart)";
-    assert!(stderr.contains(want), "{stderr}");
-    let out = kvreuse(&["replay", "--json", "--block-size", "16", &bailian, &mooncake], b"");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["requests"], 2);
-}
-
 /// A trace read from a pipe, as standard input (`-`) or by a path that names one
 /// (`/dev/stdin`, a shell's `<(...)`), can be read only once: its format is told from its
 /// first bytes without losing them, and it replays exactly as the file does, block size and
@@ -614,6 +582,27 @@ fn a_trace_from_a_pipe_replays_as_the_file_does() {
         assert!(out.status.success(), "{name}: {stderr}");
         assert_eq!(out.stdout, from_file.stdout, "{name}: {stderr}");
     }
+    // A warm-up given as a share of the requests needs their number, which a pipe cannot
+    // give: refused before anything is read from it (the pipe stays open and empty here).
+    let mut child = kvreuse_tests::support::target_command(env!("CARGO_BIN_EXE_kvreuse"))
+        .args(["replay", "--warmup", "0.5", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waited = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if waited.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("kvreuse waited for the pipe before refusing a warm-up share");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give --warmup-requests N instead"), "{stderr}");
 }
 
 // ---------------------------------------------------------------- peer messages

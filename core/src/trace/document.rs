@@ -632,7 +632,8 @@ impl Splitter {
                 Phase::InKey => {
                     // Keys are plain words here; an escaped key is kept raw (it names
                     // nothing this reader uses).
-                    if self.key.len() == MAX_LINE_BYTES {
+                    let ends = byte == b'"' && !self.key_escape;
+                    if !ends && self.key.len() == MAX_LINE_BYTES {
                         return Err(self.too_long("a key"));
                     }
                     if self.key_escape {
@@ -672,7 +673,7 @@ impl Splitter {
                     continue;
                 }
                 Phase::InValue | Phase::InElement => match self.scan.step(byte) {
-                    Step::Continue if self.value.len() == MAX_LINE_BYTES => {
+                    Step::Continue | Step::EndedWith if self.value.len() == MAX_LINE_BYTES => {
                         let what = match self.phase {
                             Phase::InElement => format!("element {} of `requests`", self.elements),
                             _ => format!("the value of `{}`", String::from_utf8_lossy(&self.key)),
@@ -797,7 +798,7 @@ mod tests {
     fn a_sub_agent_started_past_the_last_millisecond_stays_last() {
         let mut set = Conversations::new(4, 1000);
         let first = r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [1]}]}"#;
-        // 18446744073709551 s is 15 ms short of the largest u64 of milliseconds, less than the
+        // 18446744073709551 s is 615 ms short of the largest u64 of milliseconds, less than the
         // second document's stagger of 1000 ms.
         let late = r#"{"requests": [{"t": 0, "in": 4, "hash_ids": [2]},
             {"t": 18446744073709551, "type": "subagent", "requests": [{"t": 0, "in": 4, "hash_ids": [3]}]}]}"#;
@@ -808,14 +809,16 @@ mod tests {
     }
 
     /// A key, a member's value or an element of `requests` is kept whole while it is read:
-    /// one that reaches `MAX_LINE_BYTES` is an error there, not a buffer that grows with the
-    /// input.
+    /// one longer than `MAX_LINE_BYTES` (a key's text, a value with its quotes or brackets) is
+    /// an error there, not a buffer that grows with the input.
     #[test]
     fn a_value_without_end_is_cut_off_at_the_line_bound() {
         let filler = "a".repeat(MAX_LINE_BYTES + 1);
+        // A whole string value one byte over the bound, with its quotes.
+        let over = "b".repeat(MAX_LINE_BYTES - 1);
         let cases = [
             (format!(r#"{{"{filler}"#), "a key is longer than 67108864 bytes"),
-            (format!(r#"{{"id": "{filler}"#), "the value of `id` is longer than 67108864 bytes"),
+            (format!(r#"{{"id": "{over}"}}"#), "the value of `id` is longer than 67108864 bytes"),
             (
                 format!(r#"{{"requests": [{{"t": 0, "in": 4, "hash_ids": [1]}}, {{"t": "{filler}"#),
                 "element 1 of `requests` is longer than 67108864 bytes",
@@ -829,10 +832,10 @@ mod tests {
                 Some(format!("document: {want}").as_str())
             );
         }
-        // A value of exactly the bound is read.
-        let id = "b".repeat(MAX_LINE_BYTES - 2);
+        // A key and a value of exactly the bound are read.
+        let (key, id) = (&filler[..MAX_LINE_BYTES], &over[1..]);
         let mut set = Conversations::new(4, 0);
-        let text = format!(r#"{{"id": "{id}", "requests": []}}"#);
+        let text = format!(r#"{{"{key}": 1, "id": "{id}", "requests": []}}"#);
         read(&mut set, "long.json", text.as_bytes(), 1 << 20).unwrap();
     }
 

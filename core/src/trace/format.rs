@@ -115,11 +115,11 @@ pub fn sniff(head: &[u8]) -> Sniffed {
                 return Err(json.error("stop"));
             }
             b"block_size" => {
-                // Only a document has this key: one whose value is no block size is still a
-                // document, for its reader to say what is wrong with it.
-                sniffed.format = Some(Format::KvcacheTester);
-                sniffed.block_size = Some(json.u64()? as usize);
-                return Ok(());
+                // A value that is no block size (`64.0`) is passed over, so that the keys after
+                // it still tell the format: a document's reader then says what is wrong with it.
+                // (Only a document's is kept, below.)
+                sniffed.block_size = json.clone().u64().ok().map(|n| n as usize);
+                return json.skip();
             }
             b"chat_id" => chat_id = true,
             b"turn" => turn = true,
@@ -177,12 +177,20 @@ mod tests {
         for head in [&b""[..], b"\n\n", b"[1, 2]", b"{\"x\": 1}", b"not json"] {
             assert_eq!(sniff(head).format, None, "{head:?}");
         }
-        // A document whose block size is not one is still a document (its reader says why).
-        for head in
-            [&br#"{"id":"x","block_size":64.0,"requests":[]}"#[..], br#"{"block_size":"64"}"#]
-        {
+        // A value of `block_size` that is no block size is passed over: the keys after it tell
+        // a document (whose reader then reports it), or a record that has such a key.
+        for head in [
+            &br#"{"id":"x","block_size":64.0,"requests":[]}"#[..],
+            br#"{"block_size":"64","requests":[]}"#,
+        ] {
             let want = Sniffed { format: Some(Format::KvcacheTester), block_size: None };
             assert_eq!(sniff(head), want, "{head:?}");
+        }
+        for head in [
+            &br#"{"timestamp": 0, "input_length": 1024, "block_size": 512, "hash_ids": [1, 2]}"#[..],
+            br#"{"timestamp": 0, "input_length": 1024, "block_size": 51.2, "hash_ids": [1, 2]}"#,
+        ] {
+            assert_eq!(sniff(head), Sniffed { format: Some(Format::Mooncake), block_size: None });
         }
     }
 
