@@ -148,6 +148,9 @@ pub enum FleetError {
     Seed(u64),
     /// The ceiling's history could not be built or grown.
     History(ReplayError),
+    /// The simulated clock ran past 2^64 ns (584 years): a speedup far below 1 over a long
+    /// trace.
+    Clock,
 }
 
 impl fmt::Display for FleetError {
@@ -174,6 +177,9 @@ impl fmt::Display for FleetError {
             FleetError::Speedup => f.write_str("the speedup must be a positive number"),
             FleetError::Seed(seed) => write!(f, "the seed must be below 2^53, not {seed}"),
             FleetError::History(e) => write!(f, "the ceiling's history: {e}"),
+            FleetError::Clock => f.write_str(
+                "the simulated clock ran past 2^64 ns (584 years): give a larger speedup",
+            ),
         }
     }
 }

@@ -10,10 +10,10 @@
 //! passes: each request is routed, computed and finished before the next arrives.
 //!
 //! Per request the funnel's stages are fixed as it goes: F1 and F2, F3 when it is routed
-//! (the ceiling's history and the caches as they are then), F4 = F5 at admission (the most
-//! any admission reused, for a request preempted and admitted again), and the request counts
-//! when it finishes. The ceiling's history learns a request's ids when it finishes, as a
-//! router's does.
+//! (the ceiling's history and the caches as they are then), F4 = F5 at its first admission
+//! (a request preempted and admitted again finds its own blocks then, which is not reuse), and
+//! the request counts when it finishes. The ceiling's history learns a request's ids when it
+//! finishes, as a router's does.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -33,8 +33,8 @@ use crate::replay::{Policy, Replay, ReplayConfig};
 use crate::trace::Request;
 
 /// The latest arrival, in ns from the first (2^62, 146 years): timestamps further apart
-/// (a unit mixed up, say) arrive here, so that every pass started then still ends within a
-/// `u64` of ns and plays out.
+/// (a unit mixed up, say) arrive here, leaving the passes after them 3 x 2^62 ns (438 years)
+/// before the clock runs out of `u64` ([`FleetError::Clock`]).
 const LAST_ARRIVAL_NS: u64 = 1 << 62;
 
 /// Prompt blocks of one worker's requests in flight, with their multiplicity.
@@ -310,7 +310,11 @@ impl Simulation {
                 debug_assert!(false, "a worker with work did nothing");
                 return;
             };
-            let end = now.saturating_add(duration);
+            let Some(end) = now.checked_add(duration) else {
+                // The simulation stops with the error at the next arrival, or at the end.
+                self.failed.get_or_insert(FleetError::Clock);
+                return;
+            };
             if worker.signals.is_empty() && end < until {
                 now = end;
                 continue;
@@ -451,6 +455,12 @@ impl Simulation {
                 .then(|| ms(self.queue_ns as f64 / self.queued as f64)),
             per_worker: self.per_worker.clone(),
         }
+    }
+
+    /// Sets the clock, as if requests had arrived until `now` (tests).
+    #[cfg(test)]
+    pub(crate) fn set_clock(&mut self, now: u64) {
+        self.now = now;
     }
 
     /// Checks the workers' pools (tests).

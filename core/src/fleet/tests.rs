@@ -706,6 +706,24 @@ fn arrivals_ages_apart_still_play_out() {
     }
 }
 
+/// A clock run past 2^64 ns (a speedup far below 1 over a long trace) is an error, rather
+/// than a time that wraps or passes that never end.
+#[test]
+fn a_clock_past_u64_is_an_error() {
+    let shape = Shape { workers: 1, worker_capacity: 40, router: router("kv") };
+    let mut fleet = Fleet::new(&config(vec![shape], Timing::Mocker { speedup: 1e-6 }, 4)).unwrap();
+    fleet.simulations[0].set_clock(u64::MAX - 1000);
+    let result = trace(3, 4, 0, 7)
+        .iter()
+        .try_for_each(|r| fleet.push(r))
+        .and_then(|()| fleet.finish().map(drop));
+    assert_eq!(result, Err(FleetError::Clock));
+    assert_eq!(
+        FleetError::Clock.to_string(),
+        "the simulated clock ran past 2^64 ns (584 years): give a larger speedup"
+    );
+}
+
 /// Each count under its `--json` name: distinct values, so a swapped pair shows.
 #[test]
 fn counts_carry_the_json_names() {

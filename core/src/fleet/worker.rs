@@ -84,7 +84,7 @@ pub(crate) struct Live {
     pub(crate) first_token: Option<u64>,
     /// Funnel stages fixed at routing, in tokens: F1, F2, F3.
     pub(crate) routed: [u64; 3],
-    /// Prompt tokens reused: the most any admission found.
+    /// Prompt tokens reused: what its first admission found cached.
     pub(crate) reused: u64,
     /// Its share of the worker's queued prefill tokens, until its first token.
     pub(crate) prefill_charge: u64,
