@@ -187,6 +187,16 @@ impl Source {
         }
     }
 
+    /// Whether it can be read only once: standard input, or a path that names a pipe or a
+    /// device. (Not a path that cannot be read at all: opening it says why.)
+    pub fn read_once(&self) -> bool {
+        match self {
+            Source::Path(path) => std::fs::metadata(path).is_ok_and(|m| !m.is_file()),
+            Source::Stdin => true,
+            Source::Bundled => false,
+        }
+    }
+
     /// Its size in bytes as stored (before decompression), when known: for progress.
     pub fn stored_bytes(&self) -> Option<u64> {
         match self {
@@ -348,7 +358,7 @@ impl TraceReader {
         threads: usize,
     ) -> Result<TraceReader, TraceFileError> {
         if settings.warmup.needs_count()
-            && let Some(pipe) = sources.iter().find(|s| !s.rereadable())
+            && let Some(pipe) = sources.iter().find(|s| s.read_once())
         {
             return Err(TraceFileError::CannotCount { name: pipe.name() });
         }
@@ -598,7 +608,7 @@ impl TraceReader {
     /// sources are documents), their valid records. Fails on a source that cannot be read
     /// twice.
     pub fn count_records(&self) -> Result<u64, TraceFileError> {
-        if let Some(pipe) = self.sources.iter().find(|s| !s.rereadable()) {
+        if let Some(pipe) = self.sources.iter().find(|s| s.read_once()) {
             return Err(TraceFileError::CannotCount { name: pipe.name() });
         }
         let documents = |s: &Source| {

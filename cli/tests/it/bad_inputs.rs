@@ -603,6 +603,12 @@ fn a_trace_from_a_pipe_replays_as_the_file_does() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("give --warmup-requests N instead"), "{stderr}");
+    // A file that does not exist is no pipe: opening it says what is wrong.
+    let missing = dir.path().join("missing.jsonl");
+    let out = kvreuse(&["replay", "--warmup", "0.5", missing.to_str().unwrap()], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No such file") && !stderr.contains("pipe"), "{stderr}");
 }
 
 // ---------------------------------------------------------------- peer messages

@@ -136,6 +136,9 @@ pub fn sniff(head: &[u8]) -> Sniffed {
             Some(Format::Mooncake)
         } else if tokens {
             Some(Format::Tokens)
+        } else if sniffed.block_size.is_some() {
+            // A document's own key, with no other told (its `requests` past the prefix).
+            Some(Format::KvcacheTester)
         } else {
             None
         };
@@ -192,6 +195,12 @@ mod tests {
         ] {
             assert_eq!(sniff(head), Sniffed { format: Some(Format::Mooncake), block_size: None });
         }
+        // A block size and no key of another format: a document whose `requests` come later.
+        let head = br#"{"id": "a", "models": ["m"], "block_size": 16, "notes": "..."#;
+        assert_eq!(
+            sniff(head),
+            Sniffed { format: Some(Format::KvcacheTester), block_size: Some(16) }
+        );
     }
 
     /// The prefix every front end sniffs holds what tells a real document and a long first
