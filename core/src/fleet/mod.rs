@@ -344,7 +344,8 @@ impl Fleet {
 
     /// Routes one request in every simulation, after playing out what happens before it
     /// arrives. Fails only when the ceiling's history cannot grow (see
-    /// [`Replay::push`](crate::replay::Replay::push)).
+    /// [`Replay::push`](crate::replay::Replay::push)), or the simulated clock runs out
+    /// ([`FleetError::Clock`]).
     pub fn push(&mut self, request: &Request) -> Result<(), FleetError> {
         self.blocks.prompt_ids(request, &mut self.ids);
         self.requests += 1;

@@ -303,6 +303,8 @@ impl Simulation {
     /// (decode steps, chunks of prefill) and end before `until` are run one after the other
     /// at once: nothing of theirs is delivered, so no other worker's order matters to them.
     /// The first pass that tells something, or ends at or after `until`, is left in flight.
+    /// A pass that would end at the clock's last ns or past it is not started: the simulation
+    /// fails with [`FleetError::Clock`] instead.
     fn start(&mut self, w: usize, mut now: u64, until: u64, speedup: f64) {
         let worker = &mut self.workers[w];
         while worker.has_work() {
@@ -310,7 +312,8 @@ impl Simulation {
                 debug_assert!(false, "a worker with work did nothing");
                 return;
             };
-            let Some(end) = now.checked_add(duration) else {
+            // (An end at u64::MAX would be one `advance` never restarts a worker after.)
+            let Some(end) = now.checked_add(duration).filter(|&end| end < u64::MAX) else {
                 // The simulation stops with the error at the next arrival, or at the end.
                 self.failed.get_or_insert(FleetError::Clock);
                 return;
@@ -461,6 +464,12 @@ impl Simulation {
     #[cfg(test)]
     pub(crate) fn set_clock(&mut self, now: u64) {
         self.now = now;
+    }
+
+    /// When the first pass in flight ends (tests).
+    #[cfg(test)]
+    pub(crate) fn first_pass_end(&self) -> Option<u64> {
+        self.passes.peek().map(|&Reverse((end, _, _))| end)
     }
 
     /// Checks the workers' pools (tests).

@@ -718,6 +718,18 @@ fn a_clock_past_u64_is_an_error() {
         .try_for_each(|r| fleet.push(r))
         .and_then(|()| fleet.finish().map(drop));
     assert_eq!(result, Err(FleetError::Clock));
+    // A first pass that would end at the clock's very last ns is refused too: `advance`
+    // never restarts a worker after a pass that ends at its bound, u64::MAX at the end.
+    let request = Request { timestamp: None, output_tokens: 2, ..trace(1, 4, 0, 7).remove(0) };
+    let shape = Shape { workers: 1, worker_capacity: 40, router: router("kv") };
+    let timing = Timing::Mocker { speedup: 1e-6 };
+    let mut probe = Fleet::new(&config(vec![shape.clone()], timing, 4)).unwrap();
+    probe.push(&request).unwrap();
+    let first_pass = probe.simulations[0].first_pass_end().unwrap();
+    let mut fleet = Fleet::new(&config(vec![shape], timing, 4)).unwrap();
+    fleet.simulations[0].set_clock(u64::MAX - first_pass);
+    let result = fleet.push(&request).and_then(|()| fleet.finish().map(drop));
+    assert_eq!(result, Err(FleetError::Clock));
     assert_eq!(
         FleetError::Clock.to_string(),
         "the simulated clock ran past 2^64 ns (584 years): give a larger speedup"
