@@ -15,8 +15,10 @@
 //! `.json.gz`), by name.
 //!
 //! A warm-up given as a share of the requests needs their number before the replay starts:
-//! [`TraceReader::count_records`] reads the files once more, cheaply (lines are counted, not parsed, unless
-//! bad ones are to be skipped). Standard input and other pipes cannot be read twice.
+//! [`TraceReader::count_records`] reads the files once more, cheaply (lines are counted, not
+//! parsed, unless bad ones are to be skipped). Standard input and other pipes cannot be read
+//! twice: the first one's first bytes, read to tell its format, are kept for the replay
+//! ([`TraceReader::open`]).
 
 use std::fmt;
 use std::fs::File;

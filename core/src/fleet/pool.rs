@@ -183,8 +183,10 @@ impl Pool {
     }
 
     /// A private slot has been filled with `content`: it becomes cached, unless an equal
-    /// block is cached already (then it stays a private duplicate, as in vLLM, and is freed
-    /// with its request).
+    /// block is cached already. Then it stays a private duplicate and is freed with its
+    /// request. (vLLM v1 keeps such a copy cached under the same hash, as does Dynamo's mocker
+    /// in its current source; released, it waits in the LRU queue. Lookups find the first
+    /// copy either way.)
     pub(crate) fn fill(&mut self, slot: u32, content: Content) {
         let s = &mut self.slots[slot as usize];
         debug_assert_eq!(s.state, State::Private);
