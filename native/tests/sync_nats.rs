@@ -587,6 +587,59 @@ async fn an_nkey_syncs_and_an_unknown_nkey_never_connects() {
     .await;
 }
 
+/// A stream whose messages have all expired keeps its last sequence number: a replica that
+/// starts then has nothing to catch up on and warms at once, rather than waiting for a peer
+/// to publish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_warms_when_the_streams_messages_have_expired() {
+    let nats = Nats::start(&[]);
+    let config = || {
+        ReplicaSyncConfig::new(nats.url(), domain())
+            .with_stream(1 << 20, Some(Duration::from_secs(1)))
+    };
+    let a = Replica::warm(config(), "expired-a").await;
+    let p = prompt(300);
+    a.complete(&p);
+    within(Duration::from_secs(3), "A counts its own message", || a.received("own") >= 1.0).await;
+    // The stream keeps it for a second.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
+    let late = Replica::warm(config(), "expired-late").await;
+    assert!(started.elapsed() < Duration::from_secs(10), "warmed in {:?}", started.elapsed());
+    assert_eq!(late.seen_blocks(&p), 0, "an expired message was replayed");
+}
+
+/// A user whose permissions leave out the JetStream API cannot catch up: its replicas stay
+/// warming, and learn their peers' ids as they are published all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_jetstream_api_live_ids_still_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ids-only.conf");
+    std::fs::write(
+        &config,
+        "authorization {\n  users = [\n    { user: ids, password: ids-secret, permissions: \
+         { publish: [\"kvreuse.ids.>\"], subscribe: [\"kvreuse.ids.>\", \"_INBOX.>\"] } }\n  ]\n}\n",
+    )
+    .unwrap();
+    let nats = Nats::start(&["-c", path(&config)]);
+    let login = || {
+        let auth = Auth::UserPassword("ids".into(), "ids-secret".into());
+        ReplicaSyncConfig::new(nats.url(), domain()).with_auth(auth)
+    };
+    let a = Replica::start(login(), "ids-only-a").await;
+    let b = Replica::start(login(), "ids-only-b").await;
+    within(Duration::from_secs(10), "B's catch-up fails", || {
+        log_lines_containing("ids-only-b", "catch-up failed") == 1
+    })
+    .await;
+    let p = prompt(310);
+    a.complete(&p);
+    within(Duration::from_secs(5), "B sees A's completion", || b.seen_blocks(&p) == 4).await;
+    assert!(b.sync.is_warming());
+    assert_eq!(b.metric("router_kv_history_sync_warming", None), 1.0);
+    assert!(b.received("applied") >= 1.0);
+}
+
 /// NATS's decentralized JWT authentication, minted here: an operator signs an account (with
 /// JetStream enabled), the account signs users, and a user's credentials file holds its JWT and
 /// nkey seed.

@@ -606,6 +606,11 @@ fn apply(shared: &Shared, history: &SharedHistory, bytes: &[u8]) -> Received {
     received
 }
 
+/// How long a catch-up waits for the stream's next message before it takes the stream as
+/// read: the messages it expected may have expired meanwhile. (A stream being read delivers
+/// its messages back to back.)
+const CATCH_UP_SILENCE: Duration = Duration::from_secs(5);
+
 /// The receiver task: catch-up from the stream, then live messages.
 async fn receive(
     client: Client,
@@ -621,7 +626,14 @@ async fn receive(
             if attempt == 1 {
                 warn!(replica = %shared.name, "replica sync: catch-up failed ({e}); retrying");
             }
-            tokio::time::sleep(reconnect_delay(attempt)).await;
+            // Live messages are applied while the next attempt waits: a stream that cannot
+            // be read (no JetStream, no permission for its API) must not stop the replica
+            // learning its peers' ids. It stays warming until a catch-up succeeds.
+            let retry = tokio::time::Instant::now() + reconnect_delay(attempt);
+            while let Ok(message) = tokio::time::timeout_at(retry, subscriber.next()).await {
+                let Some(message) = message else { return };
+                apply(&shared, &history, &message.payload);
+            }
         }
     }
     // Ordering: Release publishes the ids the catch-up inserted before it (see `is_warming`).
@@ -651,8 +663,11 @@ async fn catch_up(
             ..Default::default()
         })
         .await?;
-    let last = stream.info().await?.state.last_sequence;
-    if last == 0 {
+    let info = stream.info().await?;
+    // A stream whose messages have all expired (or been purged) keeps its last sequence
+    // number: with nothing to deliver, the consumer below would wait for the next message.
+    let (last, messages) = (info.state.last_sequence, info.state.messages);
+    if last == 0 || messages == 0 {
         return Ok(());
     }
     let consumer = stream
@@ -662,7 +677,9 @@ async fn catch_up(
         })
         .await?;
     let mut messages = consumer.messages().await?;
-    while let Some(message) = messages.next().await {
+    // Messages that expire between the stream's info and their delivery are never delivered:
+    // a silence this long ends the catch-up rather than waiting for a peer to publish.
+    while let Ok(Some(message)) = tokio::time::timeout(CATCH_UP_SILENCE, messages.next()).await {
         let message = message?;
         apply(shared, history, &message.payload);
         let info = message.info()?;
