@@ -233,9 +233,10 @@ fn replay<'py>(
         (Setting::WarmupRequests, warmup_requests),
         (Setting::Stagger, stagger),
     ];
+    one_warmup(warmup, warmup_requests)?;
     set_all(&mut |s, t| settings.set(s, t), &keywords)?;
     settings.trace.skip_invalid = skip_invalid;
-    let (reader, measure_from) = open(traces, &mut settings.trace)?;
+    let (reader, measure_from) = open(py, traces, &mut settings.trace)?;
     let mut config = settings.grid(Capacity::blocks).map_err(setup_error)?;
     config.measure_from = usize::try_from(measure_from).unwrap_or(usize::MAX);
     let threads = trace::default_threads();
@@ -247,23 +248,39 @@ fn replay<'py>(
     replayed.rows.iter().map(|row| replay_row(py, row)).collect()
 }
 
+/// A warm-up is a share of the requests or a number of them, not both (the command line's
+/// `--warmup` and `--warmup-requests` exclude each other too).
+fn one_warmup(
+    warmup: Option<&Bound<'_, PyAny>>,
+    requests: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    match (warmup, requests) {
+        (Some(_), Some(_)) => {
+            Err(PyTypeError::new_err("warmup and warmup_requests exclude each other"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Opens `traces` as the command line does: the block size settled by the first file's
-/// format, the warm-up placed (counting the records first when it is a share of them).
+/// format, the warm-up placed (counting the records first when it is a share of them). The
+/// reading is done without the GIL.
 fn open(
+    py: Python<'_>,
     traces: Option<&Bound<'_, PyAny>>,
     settings: &mut TraceSettings,
 ) -> PyResult<(TraceReader, u64)> {
     let sources = Source::from_args(&trace_paths(traces)?).map_err(trace_error)?;
-    let reader =
-        TraceReader::open(sources, settings, trace::default_threads()).map_err(trace_error)?;
-    let warmup = settings.warmup;
-    let measure_from = match warmup.measure_from(None) {
-        Some(n) => n,
-        None => {
-            warmup.measure_from(Some(reader.count_records().map_err(trace_error)?)).unwrap_or(0)
-        }
-    };
-    Ok((reader, measure_from))
+    let opened = py.detach(|| -> Result<_, TraceFileError> {
+        let reader = TraceReader::open(sources, settings, trace::default_threads())?;
+        let warmup = settings.warmup;
+        let measure_from = match warmup.measure_from(None) {
+            Some(n) => n,
+            None => warmup.measure_from(Some(reader.count_records()?)).unwrap_or(0),
+        };
+        Ok((reader, measure_from))
+    });
+    opened.map_err(trace_error)
 }
 
 fn replay_row<'py>(py: Python<'py>, row: &Row) -> PyResult<Bound<'py, PyDict>> {
@@ -323,9 +340,10 @@ fn fleet<'py>(
         (Setting::Seed, seed),
         (Setting::Stagger, stagger),
     ];
+    one_warmup(warmup, warmup_requests)?;
     set_all(&mut |s, t| settings.set(s, t), &keywords)?;
     settings.trace.skip_invalid = skip_invalid;
-    let (reader, measure_from) = open(traces, &mut settings.trace)?;
+    let (reader, measure_from) = open(py, traces, &mut settings.trace)?;
     let mut config = settings.config(Capacity::blocks).map_err(setup_error)?;
     config.measure_from = usize::try_from(measure_from).unwrap_or(usize::MAX);
     let threads = trace::default_threads();

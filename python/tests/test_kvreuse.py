@@ -133,6 +133,11 @@ def test_setting_mistakes_name_the_keyword():
         kvreuse.fleet(TRACE, engine_block_size=100)
     with pytest.raises(OSError, match="no/such/trace"):
         kvreuse.replay("/no/such/trace.jsonl")
+    with pytest.raises(OSError, match="no/such/trace"):
+        kvreuse.replay("/no/such/trace.jsonl", warmup=0.5)
+    for run in (kvreuse.replay, kvreuse.fleet):
+        with pytest.raises(TypeError, match="warmup and warmup_requests exclude each other"):
+            run(TRACE, warmup=0.25, warmup_requests=100)
 
 
 def test_a_bad_line_names_file_and_line(tmp_path):
