@@ -413,6 +413,7 @@ impl<E: Engine> Session<E> {
         let head = &text[..text.len().min(SNIFF_BYTES)];
         engine.trace_mut().settle(sniff(head));
         let records = count_records(&text, engine.trace())?;
+        engine.check()?;
         let mut session = Session::over_chunks(engine)?;
         session.run.records = records;
         session.run.text = Some(Text { bytes: text, cursor: 0 });
@@ -421,7 +422,13 @@ impl<E: Engine> Session<E> {
     }
 
     fn over_chunks(engine: E) -> Result<Self, SessionError> {
-        engine.check()?;
+        // The settings are checked now when the block size is known (given, or a format's),
+        // else once the first file's first bytes have told it (`settle`), as the CLI checks
+        // them: some depend on it (an engine block size, a capacity in bytes).
+        let trace = engine.trace();
+        if trace.block_size_given || trace.format.is_some() {
+            engine.check()?;
+        }
         let run = Run {
             input: Input::new(engine.trace()),
             text: None,
@@ -871,5 +878,35 @@ mod tests {
             assert_eq!(session.results(), want, "step {step}");
             assert_eq!(session.summary().measured_requests, 3993 - 399);
         }
+    }
+
+    /// A chunked session checks the settings that depend on the block size once the first
+    /// file has told it, as the command line does: engine blocks of 48 tokens suit a Bailian
+    /// trace's 16, not the default 512.
+    #[test]
+    fn a_chunked_fleet_checks_its_settings_against_the_told_block_size() {
+        let line = |k: u64| {
+            alloc::format!(
+                "{{\"chat_id\": {k}, \"parent_chat_id\": -1, \"timestamp\": {k}.5, \"input_length\": 40, \"output_length\": 7, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [{}, {}, {}]}}\n",
+                k % 5,
+                k % 5 * 10 + 1,
+                k * 10 + 2
+            )
+        };
+        let text: alloc::string::String = (0..60).map(line).collect();
+        let mut settings = FleetSettings::default();
+        settings.set(Setting::EngineBlockSize, "48").unwrap();
+        let mut whole = FleetSession::new(text.clone().into_bytes(), &settings).unwrap();
+        while !whole.step(usize::MAX).unwrap() {}
+        let mut chunked = FleetSession::chunked(&settings).unwrap();
+        chunked.begin_file("b.jsonl").unwrap();
+        text.as_bytes().chunks(100).for_each(|c| chunked.push(c).unwrap());
+        chunked.finish().unwrap();
+        while !chunked.step(usize::MAX).unwrap() {}
+        assert_eq!(chunked.results(), whole.results());
+        assert!(whole.results()[0].funnel.f0 > 0);
+        // Against blocks of 512, given, 48 is refused at once.
+        settings.set(Setting::BlockSize, "512").unwrap();
+        assert!(FleetSession::chunked(&settings).is_err());
     }
 }
