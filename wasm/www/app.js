@@ -235,7 +235,7 @@ async function start(event) {
     }
     if (files.length === 1 && files[0].size <= WHOLE_FILE_MAX_BYTES) {
       const bytes = await files[0].arrayBuffer();
-      message = { source: { bytes, gzip: /\.gz$/i.test(files[0].name) }, transfer: [bytes] };
+      message = { source: { bytes }, transfer: [bytes] };
     } else {
       message = { source: { files }, transfer: [] };
     }

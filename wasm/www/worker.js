@@ -2,10 +2,11 @@
 // responsive.
 //
 // In:  { type: "run", engine: "replay" | "fleet",
-//        source: { url } | { bytes: ArrayBuffer, gzip: boolean } | { files: File[] }, options }
-//      A URL or bytes are run as one text; files are read in chunks, one after another
-//      (gzip by the name's .gz), so a trace larger than memory, or a folder of
-//      kv-cache-tester conversations, runs without being held whole.
+//        source: { url } | { bytes: ArrayBuffer } | { files: File[] }, options }
+//      A URL or bytes are run as one text; files are read in chunks, one after another, so
+//      a trace larger than memory, or a folder of kv-cache-tester conversations, runs without
+//      being held whole. Bytes and files are gzip when their first bytes say so, whatever
+//      the name, as the command line tells.
 // Out: { type: "ready" }                   once the engine is loaded
 //      { type: "start", histories }        the replay's histories, in row order
 //      { type: "progress", progress, requests, ran }   ran: requests run so far
@@ -79,11 +80,16 @@ async function load(source) {
     if (!response.ok) throw new Error(`cannot load ${source.url}: HTTP ${response.status}`);
     return new Uint8Array(await response.arrayBuffer());
   }
-  if (source.gzip) {
+  if (isGzip(new Uint8Array(source.bytes, 0, Math.min(2, source.bytes.byteLength)))) {
     const stream = new Blob([source.bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
   return new Uint8Array(source.bytes);
+}
+
+// Whether `head` starts a gzip member (its magic bytes 1f 8b).
+function isGzip(head) {
+  return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
 }
 
 function point(replay) {
@@ -96,7 +102,7 @@ function point(replay) {
   };
 }
 
-// The chunks of a file, decompressed when its name ends in .gz; `stored.bytes` counts the
+// The chunks of a file, decompressed when it starts as gzip does; `stored.bytes` counts the
 // file's own bytes read (for progress).
 async function* chunks(file, stored) {
   let stream = file.stream().pipeThrough(new TransformStream({
@@ -105,7 +111,9 @@ async function* chunks(file, stored) {
       out.enqueue(chunk);
     },
   }));
-  if (/\.gz$/i.test(file.name)) stream = stream.pipeThrough(new DecompressionStream("gzip"));
+  if (isGzip(new Uint8Array(await file.slice(0, 2).arrayBuffer()))) {
+    stream = stream.pipeThrough(new DecompressionStream("gzip"));
+  }
   const reader = stream.getReader();
   for (;;) {
     const { done, value } = await reader.read();
