@@ -42,6 +42,10 @@ pub const ENV_STREAM_BYTES: &str = "KVREUSE_SYNC_STREAM_BYTES";
 /// The catch-up stream's age bound in seconds (unset: none).
 pub const ENV_STREAM_MAX_AGE: &str = "KVREUSE_SYNC_STREAM_MAX_AGE_SECONDS";
 
+/// The longest age bound a JetStream stream takes: its nanoseconds must fit an `i64` (longer
+/// ones wrapped round to a fraction of a second, or below zero, on their way to the server).
+pub const MAX_STREAM_AGE_SECONDS: u64 = i64::MAX as u64 / 1_000_000_000;
+
 /// The default server.
 pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 /// The default subject prefix; the subject is `{prefix}.{domain digest in hex}`.
@@ -202,9 +206,14 @@ impl ReplicaSyncConfig {
         }
         if let Some(value) = lookup(ENV_STREAM_MAX_AGE) {
             match value.trim().parse::<u64>() {
-                Ok(seconds) if seconds > 0 => {
+                Ok(seconds) if (1..=MAX_STREAM_AGE_SECONDS).contains(&seconds) => {
                     config.stream_max_age = Some(Duration::from_secs(seconds));
                 }
+                Ok(seconds) if seconds > MAX_STREAM_AGE_SECONDS => warn!(
+                    "{ENV_STREAM_MAX_AGE}={value:?} is longer than a stream's age bound can be \
+                     ({MAX_STREAM_AGE_SECONDS} seconds, 292 years); keeping ids without an age \
+                     limit"
+                ),
                 _ => warn!(
                     "{ENV_STREAM_MAX_AGE}={value:?} is not a positive number of seconds; \
                      keeping ids without an age limit"
@@ -231,9 +240,11 @@ impl ReplicaSyncConfig {
     }
 
     /// Bounds the catch-up stream by bytes (`0`: no catch-up stream) and optionally by age.
+    /// An age beyond [`MAX_STREAM_AGE_SECONDS`] is no bound.
     pub fn with_stream(mut self, bytes: u64, max_age: Option<Duration>) -> Self {
         self.stream_bytes = bytes;
-        self.stream_max_age = max_age;
+        self.stream_max_age =
+            max_age.filter(|age| age.as_secs() <= MAX_STREAM_AGE_SECONDS && !age.is_zero());
         self
     }
 
@@ -339,6 +350,14 @@ mod tests {
         assert_eq!((c.stream_bytes, c.stream_max_age), (0, Some(Duration::from_secs(60))));
         let c = from(&[on, (ENV_STREAM_BYTES, "lots"), (ENV_STREAM_MAX_AGE, "-1")]).unwrap();
         assert_eq!((c.stream_bytes, c.stream_max_age), (DEFAULT_STREAM_BYTES, None));
+        // "Effectively forever" would have wrapped round to 0.29 s on its way to the server.
+        for (seconds, kept) in [("9223372036", true), ("9223372037", false), ("18446744074", false)]
+        {
+            let c = from(&[on, (ENV_STREAM_MAX_AGE, seconds)]).unwrap();
+            assert_eq!(c.stream_max_age.is_some(), kept, "{seconds}");
+        }
+        let forever = Some(Duration::from_secs(u64::MAX));
+        assert_eq!(c.clone().with_stream(1, forever).stream_max_age, None);
         assert!(format!("{:?}", Auth::Token("secret".into())).find("secret").is_none());
     }
 
