@@ -87,15 +87,7 @@ pub enum TraceFileError {
         name: String,
     },
     /// kv-cache-tester documents and JSONL traces in one run.
-    #[error(
-        "{name}: {} (documents replay as concurrent conversations, JSONL traces one after \
-         another): replay them apart",
-        if *format == Format::KvcacheTester {
-            "a kv-cache-tester document after JSONL traces".to_string()
-        } else {
-            format!("a {format} trace among kv-cache-tester documents")
-        }
-    )]
+    #[error("{name}: {}", kvreuse_core::trace::MixedFormats(*format))]
     MixedFormats {
         /// The file that does not fit.
         name: String,

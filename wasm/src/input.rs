@@ -31,7 +31,7 @@ use kvreuse_core::setup::{SetupError, TraceSettings};
 use kvreuse_core::trace::document::{Conversations, DocumentReader};
 use kvreuse_core::trace::lines::{Lines, Piece, numbered};
 use kvreuse_core::trace::{
-    Format, Request, SNIFF_BYTES, TraceError, parse_bailian_line, parse_line, sniff,
+    Format, MixedFormats, Request, SNIFF_BYTES, TraceError, parse_bailian_line, parse_line, sniff,
 };
 
 /// Why the input stopped.
@@ -107,16 +107,7 @@ impl fmt::Display for InputError {
             }
             InputError::MixedFormats { file: name, format } => {
                 file(f, name)?;
-                match format {
-                    Format::KvcacheTester => {
-                        f.write_str("a kv-cache-tester document after JSONL traces")?;
-                    }
-                    _ => write!(f, "a {format} trace among kv-cache-tester documents")?,
-                }
-                f.write_str(
-                    " (documents replay as concurrent conversations, JSONL traces one after \
-                     another): replay them apart",
-                )
+                MixedFormats(*format).fmt(f)
             }
             InputError::Finished => f.write_str("the input is finished: no chunk may follow"),
         }

@@ -94,6 +94,27 @@ pub struct Sniffed {
     pub block_size: Option<usize>,
 }
 
+/// What is wrong with a file of this format read with files of the other kind, as every front
+/// end says it (after the file's name): kv-cache-tester documents replay as concurrent
+/// conversations, JSONL traces one after another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MixedFormats(pub Format);
+
+impl fmt::Display for MixedFormats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Format::KvcacheTester => {
+                f.write_str("a kv-cache-tester document after JSONL traces")?;
+            }
+            format => write!(f, "a {format} trace among kv-cache-tester documents")?,
+        }
+        f.write_str(
+            " (documents replay as concurrent conversations, JSONL traces one after another): \
+             replay them apart",
+        )
+    }
+}
+
 /// Tells a file's format from its first bytes (after any decompression; a prefix of the file
 /// is enough, and a cut in the middle of a value is fine): the keys of its first top-level
 /// object. `None` for a file that starts with no object (empty, blank, or not JSON).

@@ -28,7 +28,7 @@ mod format;
 pub mod lines;
 
 pub use bailian::parse_bailian_line;
-pub use format::{Format, SNIFF_BYTES, Sniffed, sniff};
+pub use format::{Format, MixedFormats, SNIFF_BYTES, Sniffed, sniff};
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
