@@ -87,6 +87,12 @@ impl Tracker {
         self.inner.as_ref().map(|inner| &inner.history)
     }
 
+    /// The counter of ids evicted from the history (`None` when disabled), for what else
+    /// inserts into it (replica sync) to count its evictions too.
+    pub(crate) fn eviction_counter(&self) -> Option<prometheus::IntCounter> {
+        self.inner.as_ref().map(|inner| inner.metrics.evictions.clone())
+    }
+
     /// Whether a learn hook is set (replica sync has been started for this tracker).
     pub fn has_learn_hook(&self) -> bool {
         self.inner.as_ref().is_some_and(|inner| inner.on_learn.get().is_some())

@@ -587,6 +587,36 @@ async fn an_nkey_syncs_and_an_unknown_nkey_never_connects() {
     .await;
 }
 
+/// Peers' ids that a replica applies evict its oldest like its own do, and are counted in
+/// the same `router_kv_history_evictions_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_ids_evictions_are_counted() {
+    let nats = Nats::start(&[]);
+    let config = || ReplicaSyncConfig::new(nats.url(), domain()).with_stream(0, None);
+    let a = Replica::warm(config(), "evict-a").await;
+    let b = Replica::warm(config(), "evict-b").await;
+    let capacity = b.tracker.history().unwrap().capacity() as u32;
+    // A's completions, four new ids each, until B has applied more ids than it holds.
+    let applied = || b.tracker.history().unwrap().total_inserted();
+    let mut seed = 0;
+    let start = Instant::now();
+    while applied() <= u64::from(capacity) {
+        assert!(start.elapsed() < Duration::from_secs(120), "B applied {} ids", applied());
+        for _ in 0..capacity / 4 / 8 {
+            a.complete(&prompt(2000 + seed));
+            seed += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every id beyond B's capacity evicted one, and B counts them as its own (A's count is
+    // A's own evictions).
+    let evicted = || b.metric("router_kv_history_evictions_total", None);
+    within(Duration::from_secs(30), "B's evictions are counted", || {
+        evicted() as u64 == applied() - u64::from(capacity)
+    })
+    .await;
+}
+
 /// A stream whose messages have all expired keeps its last sequence number: a replica that
 /// starts then has nothing to catch up on and warms at once, rather than waiting for a peer
 /// to publish.

@@ -106,6 +106,8 @@ struct Shared {
     name: String,
     warming: AtomicBool,
     metrics: SyncMetrics,
+    /// The tracker's count of ids evicted from the history, which peers' ids evict too.
+    evictions: IntCounter,
     /// Signs what is published, checks what is received.
     key: Option<SyncKey>,
     /// The server refused this replica's publishing on the subject (a permission this user
@@ -235,7 +237,9 @@ impl ReplicaSync {
         config: &Config,
         registry: &Registry,
     ) -> Result<ReplicaSync> {
-        let Some(history) = tracker.history().cloned() else {
+        let (Some(history), Some(evictions)) =
+            (tracker.history().cloned(), tracker.eviction_counter())
+        else {
             return Err(ReplicaSyncError::DisabledTracker.into());
         };
         // Checked before anything is registered or connected; `set_learn_hook` below settles
@@ -257,6 +261,7 @@ impl ReplicaSync {
             name: sync.name.clone(),
             warming: AtomicBool::new(true),
             metrics,
+            evictions,
             key: sync.key.clone(),
             publish_refused: AtomicBool::new(false),
         });
@@ -598,7 +603,8 @@ fn apply(shared: &Shared, history: &SharedHistory, bytes: &[u8]) -> Received {
         Ok(m) if m.domain != shared.domain => Received::ForeignDomain,
         Ok(m) if m.source == shared.source => Received::Own,
         Ok(m) => {
-            history.insert_all(&m.ids);
+            let inserted = history.insert_all(&m.ids);
+            shared.evictions.inc_by(inserted.evicted as u64);
             Received::Applied
         }
     };
