@@ -21,10 +21,14 @@
 //! counts the same population and any two divide meaningfully), `prompt_mismatch` when a report
 //! was refused for counting another prompt, `no_route`, `no_report`, or `incomplete` when it did
 //! not complete (whatever evidence it had). Values above the prompt are clamped to it and the
-//! clamping is counted per stage.
+//! clamping is counted per stage. The stages are kept as the evidence gave them, which need not
+//! shrink in order (a worker may hold a prefix the history has not learned yet); the losses
+//! are charged token by token, as the [`funnel`](crate::funnel) module says, so none is ever
+//! negative.
 
 use alloc::vec::Vec;
 
+use crate::funnel::Funnel;
 use crate::output::OutputTracker;
 use crate::report::{ReportError, Route, WorkerReport};
 
@@ -77,8 +81,7 @@ impl FunnelResult {
     }
 }
 
-/// The stages' label values, F0 to F5.
-pub const STAGES: [&str; 6] = ["f0", "f1", "f2", "f3", "f4", "f5"];
+pub use crate::funnel::{LOSSES, STAGES};
 
 /// An ended attempt's funnel evidence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +92,9 @@ pub struct FunnelOutcome {
     pub stages: [u64; 6],
     /// Which stages were clamped to F0.
     pub clamped: [bool; 6],
+    /// The prompt tokens not reused, charged to the first stage each missed, in [`LOSSES`]'
+    /// order ([`Funnel::of_request`] of the stages): with F5 they add up to F0.
+    pub losses: [u64; 5],
 }
 
 /// Counts over many attempts.
@@ -106,6 +112,8 @@ pub struct Tally {
     pub incomplete: u64,
     /// F0 to F5 of observed attempts.
     pub funnel: [u64; 6],
+    /// The losses of observed attempts, in [`LOSSES`]' order.
+    pub losses: [u64; 5],
     /// Ended attempts per [`FunnelResult`], in [`FunnelResult::ALL`]'s order.
     pub results: [u64; 5],
     /// Observed attempts whose stage was clamped to the prompt, per stage.
@@ -141,6 +149,9 @@ impl Ledger for Tally {
             for k in 0..6 {
                 self.funnel[k] += outcome.stages[k];
                 self.clamped[k] += u64::from(outcome.clamped[k]);
+            }
+            for (sum, loss) in self.losses.iter_mut().zip(outcome.losses) {
+                *sum += loss;
             }
         }
     }
@@ -241,7 +252,9 @@ impl Attempt {
             (true, Some(_), None) => FunnelResult::NoReport,
             (true, Some(_), Some(_)) => FunnelResult::Observed,
         };
-        FunnelOutcome { result, stages: raw.map(|v| v.min(f0)), clamped: raw.map(|v| v > f0) }
+        let stages = raw.map(|v| v.min(f0));
+        let losses = Funnel::of_request(stages).losses();
+        FunnelOutcome { result, stages, clamped: raw.map(|v| v > f0), losses }
     }
 
     /// Prompt tokens.
@@ -338,6 +351,21 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_the_history_has_not_learned_yet_is_reused_not_a_negative_loss() {
+        // A second request with the prompt of one still running: unseen by the history, but
+        // cached on the worker it is sent to.
+        let mut tally = Tally::default();
+        let mut a = Attempt::begin(&mut tally, 1024, vec![], 0, 16, None);
+        a.observe_route(Route { best_cached_tokens: 1024, selected_cached_tokens: 1024 }).unwrap();
+        let report =
+            WorkerReport { prompt_tokens: 1024, gpu_hit_tokens: 1024, ..Default::default() };
+        a.observe_worker(report).unwrap();
+        a.complete(&mut tally);
+        assert_eq!(tally.funnel, [1024, 0, 1024, 1024, 1024, 1024]);
+        assert_eq!(tally.losses, [0; 5]);
+    }
+
+    #[test]
     fn the_funnel_counts_only_attempts_with_a_route_and_a_report() {
         let mut tally = Tally::default();
         let report = WorkerReport {
@@ -356,6 +384,10 @@ mod tests {
         a.complete(&mut tally);
         assert_eq!(tally.funnel, [100, 64, 90, 100, 70, 50]);
         assert_eq!(tally.clamped, [0, 0, 0, 1, 0, 0]);
+        // F2 and F3 above F1, F4 above F5: of the 50 tokens not reused, 36 were never seen and
+        // 14 were found but not reused (differences of stages would say retention -26, routing
+        // -10).
+        assert_eq!(tally.losses, [36, 0, 0, 0, 14]);
         // A mismatched report is refused and marks the attempt; so does a later one.
         let mut b = Attempt::begin(&mut tally, 50, vec![], 0, 32, None);
         b.observe_route(route).unwrap();

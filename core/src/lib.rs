@@ -38,6 +38,7 @@ extern crate alloc;
 pub mod attempt;
 pub mod chain;
 pub mod fleet;
+pub mod funnel;
 pub mod history;
 pub mod json;
 pub mod message;

@@ -21,7 +21,8 @@
 //! report (as Dynamo's vLLM handler sends it in `engine_data`, parsed as a router parses it),
 //! then streams its output in its own task. Request `i` (from 1) is cancelled mid-stream (its
 //! task aborted) when `i` is a multiple of `--cancel-every`, fails at the engine
-//! (`incomplete()`) when a multiple of `--abort-every`, comes without a worker report when a
+//! (`incomplete()`) when a multiple of `--abort-every` or when its worker rejects it (a prompt
+//! larger than the whole cache, which vLLM refuses), comes without a worker report when a
 //! multiple of `--no-report-every`, and completes otherwise; `--pace-ms` waits between
 //! arrivals (for watching the metrics move). The service prints `metrics:
 //! http://ADDR/metrics`, then one `driven: ...` line when every request has ended, and serves
@@ -121,6 +122,9 @@ enum Fate {
     Complete,
     Cancelled,
     Aborted,
+    /// The worker refused the prompt (larger than its whole cache), as vLLM refuses one: the
+    /// request fails before it runs.
+    Rejected,
 }
 
 /// A request that arrived and waits for the simulation to place and run it.
@@ -179,7 +183,7 @@ async fn main() -> Result<()> {
     fleet.record_outcomes();
     let hasher = DynamoHasher::new(options.block_size)?;
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
-    let (mut counts, mut number) = ([0u64; 3], 0u64);
+    let (mut counts, mut number) = ([0u64; 4], 0u64);
     for (at, line) in text.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
@@ -225,34 +229,38 @@ async fn main() -> Result<()> {
         waiting.insert(number - 1, Waiting { guard, output, fate, report });
         fleet.push(&request)?;
         for outcome in fleet.take_outcomes(0) {
-            run(&mut waiting, outcome).await?;
+            counts[run(&mut waiting, outcome).await? as usize] += 1;
         }
-        counts[fate as usize] += 1;
     }
     fleet.play_out()?;
     for outcome in fleet.take_outcomes(0) {
-        run(&mut waiting, outcome).await?;
+        counts[run(&mut waiting, outcome).await? as usize] += 1;
     }
     println!(
-        "driven: {number} requests ({} complete, {} cancelled, {} aborted)",
+        "driven: {number} requests ({} complete, {} cancelled, {} aborted, {} rejected)",
         counts[Fate::Complete as usize],
         counts[Fate::Cancelled as usize],
-        counts[Fate::Aborted as usize]
+        counts[Fate::Aborted as usize],
+        counts[Fate::Rejected as usize]
     );
     tokio::signal::ctrl_c().await?;
     Ok(())
 }
 
-/// Gives a placed request its evidence, then runs it.
-async fn run(waiting: &mut HashMap<u64, Waiting>, outcome: Outcome) -> Result<()> {
+/// Gives a placed request its evidence, then runs it; returns how it ended.
+async fn run(waiting: &mut HashMap<u64, Waiting>, outcome: Outcome) -> Result<Fate> {
     let Some(Waiting { mut guard, output, fate, report }) = waiting.remove(&outcome.request) else {
         bail!("the simulation placed request {} twice", outcome.request);
     };
+    if outcome.rejected {
+        guard.incomplete();
+        return Ok(Fate::Rejected);
+    }
     guard.observe_route(Route {
         best_cached_tokens: outcome.best_cached_tokens,
         selected_cached_tokens: outcome.selected_cached_tokens,
     });
-    if report && !outcome.rejected {
+    if report {
         // The worker's report as Dynamo's vLLM handler puts it in `engine_data`.
         let engine_data = serde_json::json!({"kv_cache_hit": {
             "complete": true,
@@ -275,7 +283,7 @@ async fn run(waiting: &mut HashMap<u64, Waiting>, outcome: Outcome) -> Result<()
         }
     }
     run_request(guard, output, fate).await;
-    Ok(())
+    Ok(fate)
 }
 
 /// Streams one request's output in its own task and ends it as `fate` says.
@@ -295,7 +303,7 @@ async fn run_request(mut guard: RequestGuard, output: Vec<u32>, fate: Fate) {
             tokio::task::yield_now().await;
         }
         match fate {
-            Fate::Aborted => guard.incomplete(),
+            Fate::Aborted | Fate::Rejected => guard.incomplete(),
             // A cancelled request without output is dropped here, unfinished.
             Fate::Cancelled => drop(guard),
             Fate::Complete => guard.complete(),

@@ -1,8 +1,10 @@
 //! # kvreuse
 //!
-//! What an LLM router links to measure how much of its prompt traffic was computed before:
-//! per router, **F0** (prompt tokens seen) and **F1** (prompt tokens in leading blocks whose
-//! ids had been computed before), as Prometheus metrics.
+//! What an LLM router links to measure how much of its prompt traffic was computed before,
+//! and where that reuse is lost: per router, **F0** (prompt tokens seen) and **F1** (prompt
+//! tokens in leading blocks whose ids had been computed before), and from the route and the
+//! worker's report the rest of the cache-loss funnel (**F2**-**F5**, and the losses between
+//! them: cold, retention, routing, race, retrieval), as Prometheus metrics.
 //!
 //! ```
 //! use kvreuse::{Config, Tracker};

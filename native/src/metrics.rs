@@ -16,6 +16,7 @@
 //! | `router_kv_funnel_tokens_total{stage="f0"..."f5"}` | counter | F0-F5 of observed attempts only (completed with a route and an accepted worker report), so any two stages divide meaningfully |
 //! | `router_kv_funnel_observations_total{result="observed"\|"no_route"\|"no_report"\|"prompt_mismatch"\|"incomplete"}` | counter | every ended attempt, exactly once: how much of the traffic the funnel covers |
 //! | `router_kv_funnel_clamped_total{stage}` | counter | observed attempts whose stage exceeded the prompt and was clamped to it |
+//! | `router_kv_funnel_loss_tokens_total{loss="cold"\|"retention"\|"routing"\|"race"\|"retrieval"}` | counter | prompt tokens of observed attempts not reused, each charged to the first stage it missed (with F5, they add up to F0) |
 //! | `router_cache_loss_history_unique_hashes` | gauge | ids in the history |
 //! | `router_cache_loss_history_represented_tokens` | gauge | ids times the block size |
 //! | `router_cache_loss_history_estimated_bytes` | gauge | the history's heap bytes, times its fill fraction |
@@ -26,7 +27,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kvreuse_core::attempt::{FunnelOutcome, FunnelResult, Ledger, STAGES};
+use kvreuse_core::attempt::{FunnelOutcome, FunnelResult, LOSSES, Ledger, STAGES};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Gauge, Metric, MetricFamily, MetricType};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
@@ -44,10 +45,11 @@ pub(crate) struct Metrics {
     incomplete: IntCounter,
     pub(crate) evictions: IntCounter,
     /// The funnel families: per stage, per result (in `FunnelResult::ALL`'s order), per
-    /// clamped stage.
+    /// clamped stage, per loss (in `LOSSES`' order).
     funnel_tokens: [IntCounter; 6],
     funnel_results: [IntCounter; 5],
     funnel_clamped: [IntCounter; 6],
+    funnel_losses: [IntCounter; 5],
 }
 
 /// Counts an attempt's steps into the counters.
@@ -77,6 +79,9 @@ impl Ledger for MetricsLedger<'_> {
                 if outcome.clamped[k] {
                     self.0.funnel_clamped[k].inc();
                 }
+            }
+            for (counter, &loss) in self.0.funnel_losses.iter().zip(&outcome.losses) {
+                counter.inc_by(loss);
             }
         }
     }
@@ -143,8 +148,14 @@ impl Metrics {
             "Observed attempts whose stage exceeded the prompt and was clamped to it.",
             "stage",
         )?;
+        let funnel_losses = counter_vec(
+            "router_kv_funnel_loss_tokens_total",
+            "Prompt tokens of observed attempts not reused, each charged to the first funnel stage it missed: cold (f1), retention (f2), routing (f3), race (f4), retrieval (f5).",
+            "loss",
+        )?;
         registry.register(Box::new(HistoryGauges::new(config, history)?))?;
         Ok(Metrics {
+            funnel_losses: LOSSES.map(|loss| funnel_losses.with_label_values(&[loss])),
             funnel_tokens: STAGES.map(|stage| funnel_tokens.with_label_values(&[stage])),
             funnel_results: FunnelResult::ALL
                 .map(|r| funnel_results.with_label_values(&[r.name()])),

@@ -12,8 +12,8 @@
 //! [`observe_route`](RequestGuard::observe_route) with what the router saw when it chose the
 //! worker (F2, F3) and [`observe_worker`](RequestGuard::observe_worker) with the worker's
 //! report (F4, F5; parsed from what the backend sends by [`WorkerReport`]'s parsers). The
-//! funnel's metrics count an attempt's stages only when it completes with both, and count every
-//! ended attempt once by its evidence, so their coverage is visible.
+//! funnel's metrics count an attempt's stages and losses only when it completes with both, and
+//! count every ended attempt once by its evidence, so their coverage is visible.
 //!
 //! A disabled tracker allocates nothing and registers nothing; its guards carry no state and
 //! cost a branch.

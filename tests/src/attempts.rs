@@ -5,7 +5,8 @@
 //! output blocks in the order they became complete), output blocks recomputed from scratch by
 //! hashing prompt + output, and counters summed by hand, the funnel's included (stages only
 //! from completed requests with a route and an accepted report; every ended request in exactly
-//! one result). After every step the tracker's history must equal the model's; at the end
+//! one result; each prompt token not reused charged to the first stage it misses, one token at a
+//! time). After every step the tracker's history must equal the model's; at the end
 //! every metric must equal its sum.
 
 use std::collections::VecDeque;
@@ -77,6 +78,8 @@ struct Counts {
     /// observed, no_route, no_report, prompt_mismatch, incomplete.
     results: [u64; 5],
     clamped: [u64; 6],
+    /// cold, retention, routing, race, retrieval.
+    losses: [u64; 5],
 }
 
 /// Runs a fuzzer-chosen script through a real `Tracker` and checks it against the model.
@@ -158,6 +161,12 @@ pub fn attempts(data: &[u8]) {
                             counts.funnel[k] += stage.min(f0);
                             counts.clamped[k] += u64::from(stage > f0);
                         }
+                        // Each prompt token not reused, charged to the first stage it is not
+                        // below.
+                        for p in (0..f0).filter(|&p| p >= reused) {
+                            let missed = (1..5).find(|&k| p >= stages[k]).unwrap_or(5);
+                            counts.losses[missed - 1] += 1;
+                        }
                         0
                     }
                 };
@@ -237,6 +246,7 @@ fn report(request: &mut Open, skew: u8, gpu: u8, cpu_hit: u8, cpu_lookup: u8) {
 
 const STAGES: [&str; 6] = ["f0", "f1", "f2", "f3", "f4", "f5"];
 const RESULTS: [&str; 5] = ["observed", "no_route", "no_report", "prompt_mismatch", "incomplete"];
+const LOSSES: [&str; 5] = ["cold", "retention", "routing", "race", "retrieval"];
 
 fn pick(open: &mut [Open], slot: u8) -> Option<&mut Open> {
     let len = open.len();
@@ -299,5 +309,7 @@ fn read(registry: &Registry) -> Counts {
         funnel: STAGES.map(|stage| value(registry, "router_kv_funnel_tokens_total", Some(stage))),
         results: RESULTS.map(|r| value(registry, "router_kv_funnel_observations_total", Some(r))),
         clamped: STAGES.map(|stage| value(registry, "router_kv_funnel_clamped_total", Some(stage))),
+        losses: LOSSES
+            .map(|loss| value(registry, "router_kv_funnel_loss_tokens_total", Some(loss))),
     }
 }

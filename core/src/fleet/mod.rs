@@ -40,8 +40,8 @@ mod worker;
 use alloc::vec::Vec;
 use core::fmt;
 
+pub use crate::funnel::Funnel;
 pub use router::{Router, RouterError};
-pub use stats::Funnel;
 pub use worker::{MAX_BATCHED_TOKENS, MAX_NUM_SEQS};
 
 use crate::replay::ReplayError;

@@ -26,9 +26,10 @@ use rustc_hash::FxHasher;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::router::{Candidates, Load, Routing};
-use super::stats::{Funnel, Quantiles};
+use super::stats::Quantiles;
 use super::worker::{Live, Signal, Slab, Worker, reusable};
 use super::{FleetError, FleetRow, Outcome, Shape, Timing, WorkerShare};
+use crate::funnel::Funnel;
 use crate::replay::{Policy, Replay, ReplayConfig};
 use crate::trace::Request;
 

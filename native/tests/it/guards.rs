@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kvreuse::core::attempt::{Attempt, FunnelResult, STAGES, Tally};
+use kvreuse::core::attempt::{Attempt, FunnelResult, LOSSES, STAGES, Tally};
 use kvreuse::core::chain::DynamoHasher;
 use kvreuse::core::output::OutputTracker;
 use kvreuse::{Config, Tracker};
@@ -31,6 +31,7 @@ fn tally(registry: &Registry) -> Tally {
         results: FunnelResult::ALL
             .map(|r| get("router_kv_funnel_observations_total", Some(("result", r.name())))),
         clamped: STAGES.map(|stage| get("router_kv_funnel_clamped_total", Some(("stage", stage)))),
+        losses: LOSSES.map(|loss| get("router_kv_funnel_loss_tokens_total", Some(("loss", loss)))),
     }
 }
 

@@ -32,7 +32,8 @@ fn example_binary() -> PathBuf {
     path
 }
 
-/// A token trace: eight prompt families sharing long prefixes, varied tails and outputs.
+/// A token trace: eight prompt families sharing long prefixes, varied tails and outputs, and
+/// every 97th prompt too long for a worker's whole cache (which the worker rejects).
 fn write_trace(path: &std::path::Path) {
     let mut state = 0x853c_49e6_748f_ea9bu64;
     let mut next = move |n: u64| {
@@ -41,11 +42,12 @@ fn write_trace(path: &std::path::Path) {
         (state >> 33) % n
     };
     let mut out = std::fs::File::create(path).unwrap();
-    for _ in 0..600 {
+    for i in 0..600 {
         let family = next(8) as u32;
         let shared = 40 + 16 * family as usize;
         let mut tokens: Vec<u32> = (0..shared as u32).map(|t| family * 10_000 + t).collect();
-        tokens.extend((0..next(70)).map(|_| next(50_000) as u32));
+        let tail = if i % 97 == 96 { (WORKER_CAPACITY * BLOCK) as u64 } else { next(70) };
+        tokens.extend((0..tail).map(|_| next(50_000) as u32));
         let output: Vec<u32> = (0..next(45)).map(|_| next(50_000) as u32).collect();
         writeln!(out, "{{\"tokens\": {tokens:?}, \"output_tokens\": {output:?}}}").unwrap();
     }
@@ -134,18 +136,50 @@ async fn scraped_metrics_equal_the_replay_engine() {
     let mut settings = kvreuse::core::setup::TraceSettings::default();
     settings.set_block_size(BLOCK).unwrap();
     let (requests, _) = kvreuse::trace::load(vec![source], &settings, 1).unwrap();
-    let completes =
-        |i: usize| !(i + 1).is_multiple_of(CANCEL_EVERY) && !(i + 1).is_multiple_of(ABORT_EVERY);
+    // The same fleet through the core engine gives each request's route and report, and tells
+    // which requests its workers reject (those end incomplete).
+    let mut fleet = Fleet::new(&FleetConfig {
+        block_size: BLOCK,
+        engine_block_size: None,
+        shapes: vec![Shape {
+            workers: WORKERS,
+            worker_capacity: WORKER_CAPACITY,
+            router: Router::parse("kv").unwrap(),
+        }],
+        timing: Timing::Instant,
+        history: None,
+        measure_from: 0,
+        seed: 0,
+    })
+    .unwrap();
+    fleet.record_outcomes();
+    let outcomes: Vec<_> = requests
+        .iter()
+        .map(|request| {
+            fleet.push(request).unwrap();
+            let [outcome] = fleet.take_outcomes(0)[..] else { panic!("instant timing") };
+            outcome
+        })
+        .collect();
+    let rejected = |i: usize| outcomes[i].rejected;
+    assert!((0..requests.len()).any(rejected), "the trace must exercise a rejection");
+    let cancelled = |i: usize| (i + 1).is_multiple_of(CANCEL_EVERY);
+    let aborted = |i: usize| !cancelled(i) && (i + 1).is_multiple_of(ABORT_EVERY);
+    let completes = |i: usize| !rejected(i) && !cancelled(i) && !aborted(i);
     let completed: Vec<&Request> =
         requests.iter().enumerate().filter(|&(i, _)| completes(i)).map(|(_, r)| r).collect();
     let (complete, incomplete) = (completed.len(), requests.len() - completed.len());
+    let count = |fate: &dyn Fn(usize) -> bool| {
+        (0..requests.len()).filter(|&i| !rejected(i) && fate(i)).count()
+    };
     assert_eq!(
         driven,
         format!(
-            "driven: {} requests ({complete} complete, {} cancelled, {} aborted)",
+            "driven: {} requests ({complete} complete, {} cancelled, {} aborted, {} rejected)",
             requests.len(),
-            requests.len() / CANCEL_EVERY,
-            incomplete - requests.len() / CANCEL_EVERY
+            count(&cancelled),
+            count(&aborted),
+            (0..requests.len()).filter(|&i| rejected(i)).count()
         )
     );
     let capacity = get("router_cache_loss_history_capacity_blocks", "") as usize;
@@ -189,28 +223,10 @@ async fn scraped_metrics_equal_the_replay_engine() {
     let age = get("router_kv_history_oldest_age_seconds", "");
     assert!(age > 0.0 && age < elapsed.as_secs_f64(), "{age}");
 
-    // The funnel: the same fleet through the core engine gives each request's route and
-    // report; only completed requests with both count their stages.
-    let mut fleet = Fleet::new(&FleetConfig {
-        block_size: BLOCK,
-        engine_block_size: None,
-        shapes: vec![Shape {
-            workers: WORKERS,
-            worker_capacity: WORKER_CAPACITY,
-            router: Router::parse("kv").unwrap(),
-        }],
-        timing: Timing::Instant,
-        history: None,
-        measure_from: 0,
-        seed: 0,
-    })
-    .unwrap();
-    fleet.record_outcomes();
     let mut history = History::with_capacity(capacity, 5).unwrap();
-    let (mut stages, mut results) = ([0u64; 6], [0u64; 5]);
-    for (i, request) in requests.iter().enumerate() {
-        fleet.push(request).unwrap();
-        let [outcome] = fleet.take_outcomes(0)[..] else { panic!("instant timing") };
+    let (mut stages, mut results, mut losses) = ([0u64; 6], [0u64; 5], [0u64; 5]);
+    // The funnel: only completed requests with a route and a report count their stages.
+    for (i, (request, outcome)) in requests.iter().zip(&outcomes).enumerate() {
         if !completes(i) {
             results[4] += 1;
             continue;
@@ -218,7 +234,7 @@ async fn scraped_metrics_equal_the_replay_engine() {
         let seen = history.seen_prefix_len(&request.prompt_ids) as u64 * BLOCK as u64;
         history.insert_all(&request.prompt_ids);
         history.insert_all(&request.output_ids);
-        if outcome.rejected || (i + 1).is_multiple_of(NO_REPORT_EVERY) {
+        if (i + 1).is_multiple_of(NO_REPORT_EVERY) {
             results[2] += 1;
             continue;
         }
@@ -230,8 +246,14 @@ async fn scraped_metrics_equal_the_replay_engine() {
             outcome.found_tokens,
             outcome.reused_tokens,
         ];
-        for (k, value) in found.into_iter().chain(rest).enumerate() {
+        let request: Vec<u64> = found.into_iter().chain(rest).collect();
+        for (k, value) in request.iter().enumerate() {
             stages[k] += value;
+        }
+        // Each prompt token not reused, charged to the first stage it is not below.
+        for p in request[5]..request[0] {
+            let missed = (1..5).find(|&k| p >= request[k]).unwrap_or(5);
+            losses[missed - 1] += 1;
         }
     }
     assert!(
@@ -242,6 +264,10 @@ async fn scraped_metrics_equal_the_replay_engine() {
         let label = format!("stage=\"{stage}\"");
         assert_eq!(get("router_kv_funnel_tokens_total", &label), stages[k] as f64, "{stage}");
         assert_eq!(get("router_kv_funnel_clamped_total", &label), 0.0);
+    }
+    for (k, loss) in ["cold", "retention", "routing", "race", "retrieval"].iter().enumerate() {
+        let label = format!("loss=\"{loss}\"");
+        assert_eq!(get("router_kv_funnel_loss_tokens_total", &label), losses[k] as f64, "{loss}");
     }
     let names = ["observed", "no_route", "no_report", "prompt_mismatch", "incomplete"];
     for (k, result) in names.iter().enumerate() {
