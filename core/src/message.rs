@@ -204,6 +204,8 @@ pub enum MessageError {
     LengthMismatch {
         /// The ids the header announces.
         count: usize,
+        /// The length those ids make, with the signature if the version has one.
+        expected: usize,
         /// The message's length in bytes.
         bytes: usize,
     },
@@ -238,11 +240,9 @@ impl fmt::Display for MessageError {
             Self::BadMagic => f.write_str("not a kvreuse message (bad magic)"),
             Self::UnsupportedVersion(v) => write!(f, "unsupported message version {v}"),
             Self::UnknownFlags(flags) => write!(f, "unknown message flags {flags:#04x}"),
-            Self::LengthMismatch { count, bytes } => write!(
-                f,
-                "message announces {count} ids ({} bytes) but has {bytes} bytes",
-                HEADER_BYTES + 8 * count
-            ),
+            Self::LengthMismatch { count, expected, bytes } => {
+                write!(f, "message announces {count} ids ({expected} bytes) but has {bytes} bytes")
+            }
             Self::TooManyIds(n) => write!(f, "{n} ids do not fit one message (at most {MAX_IDS})"),
             Self::Unsigned => f.write_str("an unsigned message, but this replica has a sync key"),
             Self::BadSignature => f.write_str("a signed message whose signature does not match"),
@@ -309,8 +309,9 @@ pub fn decode(bytes: &[u8], key: Option<&SyncKey>) -> Result<Message, MessageErr
         return Err(MessageError::UnknownFlags(header[5]));
     }
     let body = HEADER_BYTES + 8 * count;
-    if bytes.len() != message_bytes(count, signed) {
-        return Err(MessageError::LengthMismatch { count, bytes: bytes.len() });
+    let expected = message_bytes(count, signed);
+    if bytes.len() != expected {
+        return Err(MessageError::LengthMismatch { count, expected, bytes: bytes.len() });
     }
     match (signed, key) {
         (false, Some(_)) => return Err(MessageError::Unsigned),
@@ -374,7 +375,11 @@ mod tests {
         assert_eq!(decode(&with(5, 1), None), Err(MessageError::UnknownFlags(1)));
         assert_eq!(
             decode(&good[..good.len() - 1], None),
-            Err(MessageError::LengthMismatch { count: 3, bytes: good.len() - 1 })
+            Err(MessageError::LengthMismatch {
+                count: 3,
+                expected: good.len(),
+                bytes: good.len() - 1
+            })
         );
         let mut long = good.clone();
         long.push(0);
@@ -414,7 +419,11 @@ mod tests {
         }
         assert_eq!(
             decode(&signed[..signed.len() - 1], Some(&key)),
-            Err(MessageError::LengthMismatch { count: 3, bytes: signed.len() - 1 })
+            Err(MessageError::LengthMismatch {
+                count: 3,
+                expected: signed.len(),
+                bytes: signed.len() - 1
+            })
         );
     }
 
@@ -464,7 +473,7 @@ mod tests {
             MessageError::BadMagic,
             MessageError::UnsupportedVersion(9),
             MessageError::UnknownFlags(1),
-            MessageError::LengthMismatch { count: 1, bytes: 3 },
+            MessageError::LengthMismatch { count: 1, expected: 28, bytes: 3 },
             MessageError::Unsigned,
             MessageError::BadSignature,
             MessageError::Signed,
