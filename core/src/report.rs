@@ -108,13 +108,14 @@ impl WorkerReport {
     }
 
     /// The report of a server that counts only GPU prefix hits (`cached`, `None` when it did
-    /// not say); the prompt's length is required.
+    /// not say, which is no report); a report's prompt length is required.
     fn gpu_hits(
         prompt: Option<u64>,
         cached: Option<u64>,
     ) -> Result<Option<WorkerReport>, ReportError> {
+        let Some(cached) = cached else { return Ok(None) };
         let prompt = prompt.ok_or(ReportError::Missing("prompt_tokens"))?;
-        Ok(cached.map(|cached| WorkerReport {
+        Ok(Some(WorkerReport {
             prompt_tokens: prompt,
             gpu_hit_tokens: cached,
             ..WorkerReport::default()
@@ -275,6 +276,12 @@ mod tests {
         assert_eq!(WorkerReport::from_openai_usage(usage), Ok(Some(want)));
         let without = br#"{"prompt_tokens": 812, "total_tokens": 830, "completion_tokens": 18, "prompt_tokens_details": null}"#;
         assert_eq!(WorkerReport::from_openai_usage(without), Ok(None));
+        // A server that reports no cache hits need not give the prompt's length either.
+        for nothing in [&br#"{"prompt_tokens_details": null}"#[..], br#"{"completion_tokens": 3}"#]
+        {
+            assert_eq!(WorkerReport::from_openai_usage(nothing), Ok(None));
+            assert_eq!(WorkerReport::from_sglang_meta_info(nothing), Ok(None));
+        }
         let meta = br#"{"id": "7f1e", "finish_reason": {"type": "stop"}, "prompt_tokens": 812, "completion_tokens": 18, "cached_tokens": 512, "e2e_latency": 0.21}"#;
         assert_eq!(WorkerReport::from_sglang_meta_info(meta), Ok(Some(want)));
     }
