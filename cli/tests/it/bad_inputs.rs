@@ -398,6 +398,63 @@ fn plot_files_are_checked_before_the_replay_and_replaced_only_whole() {
     assert_eq!(leftovers.count(), 0, "no temporary file is left behind");
 }
 
+/// A file that an input directory holds is an input too: `--plot` refuses it.
+#[test]
+fn a_plot_never_replaces_a_file_of_an_input_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "a.json", None);
+    let before = std::fs::read(&trace).unwrap();
+    for command in ["replay", "fleet"] {
+        let out = kvreuse(
+            &[
+                command,
+                "--block-size",
+                "4",
+                dir.path().to_str().unwrap(),
+                "--plot",
+                trace.to_str().unwrap(),
+            ],
+            b"",
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("is the input trace"), "{command}: {stderr}");
+        assert_eq!(std::fs::read(&trace).unwrap(), before, "{command}: the trace is untouched");
+    }
+}
+
+/// A plot gets the permissions of the file it replaces, or a new file's (not a temporary
+/// file's owner-only ones).
+#[cfg(unix)]
+#[test]
+fn a_plot_has_the_permissions_a_written_file_has() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "trace.jsonl", None);
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    // A new file: what the umask leaves of rw-rw-rw-, as for the file this test wrote.
+    let plot = dir.path().join("new.svg");
+    let args = |plot: &std::path::Path| {
+        ["replay", "--block-size", "4", trace.to_str().unwrap(), "--plot", plot.to_str().unwrap()]
+            .map(str::to_string)
+    };
+    let run = |plot: &std::path::Path| {
+        let args = args(plot);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kvreuse(&args, b"");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&plot);
+    assert_eq!(mode(&plot), mode(&trace));
+    // An existing file keeps its own.
+    for wanted in [0o640, 0o604] {
+        std::fs::set_permissions(&plot, std::fs::Permissions::from_mode(wanted)).unwrap();
+        run(&plot);
+        assert_eq!(mode(&plot), wanted);
+    }
+}
+
 /// `kvreuse replay | head -1`: a reader that goes away is not a failure.
 #[test]
 fn a_closed_stdout_ends_quietly() {
