@@ -89,6 +89,7 @@ impl Tracker {
 
     /// The counter of ids evicted from the history (`None` when disabled), for what else
     /// inserts into it (replica sync) to count its evictions too.
+    #[cfg(feature = "nats")]
     pub(crate) fn eviction_counter(&self) -> Option<prometheus::IntCounter> {
         self.inner.as_ref().map(|inner| inner.metrics.evictions.clone())
     }
