@@ -445,7 +445,7 @@ impl TraceSettings {
     }
 
     /// Settles what the first file of the trace says (its format, and a kv-cache-tester
-    /// document's own block size) into the settings not given: the block size becomes the
+    /// document's own block size; the first that is not blank) into the settings not given: the block size becomes the
     /// document's, or the format's default. A document's block size that no hash chain takes
     /// (0) is left for its reader to report, at its place in the document.
     pub fn settle(&mut self, first: Sniffed) {
@@ -1052,7 +1052,8 @@ mod tests {
 
     #[test]
     fn the_block_size_follows_the_format_unless_given() {
-        let sniffed = |format, block_size| Sniffed { format: Some(format), block_size };
+        let sniffed =
+            |format, block_size| Sniffed { format: Some(format), block_size, blank: false };
         let mut trace = TraceSettings::default();
         trace.settle(sniffed(Format::Bailian, None));
         assert_eq!(trace.block_size, 16);

@@ -341,7 +341,7 @@ impl TraceReader {
 
     /// [`new`](Self::new), once the first source's first bytes have told its format (and a
     /// kv-cache-tester document's block size), which settle what `settings` leave open (see
-    /// [`TraceSettings::settle`]). A first source that can be read only once (standard input,
+    /// [`TraceSettings::settle`]); blank sources (empty, or whitespace only) before it are passed over. A first source that can be read only once (standard input,
     /// a pipe) stays open from there: the first [`read`](Self::read) goes on from the bytes
     /// read to tell, and loses none. A warm-up given as a share of the requests, which
     /// [`count_records`](Self::count_records) counts in a reading of its own, fails on such a
@@ -358,16 +358,26 @@ impl TraceReader {
         }
         let read = Arc::default();
         let mut held = None;
-        if let Some(first) = sources.first() {
-            let sniffed = if first.rereadable() {
-                first.sniff()?
-            } else {
-                let (reader, sniffed) = first.open_sniffed(Arc::clone(&read))?;
+        // The first source that is not blank settles the settings: an empty file (or one of
+        // blank lines) before it tells nothing. A source that can be read only once is sniffed
+        // only first (kept open from there); one later ends the search.
+        let mut told = Sniffed::default();
+        for (at, source) in sources.iter().enumerate() {
+            let sniffed = if source.rereadable() {
+                source.sniff()?
+            } else if at == 0 {
+                let (reader, sniffed) = source.open_sniffed(Arc::clone(&read))?;
                 held = Some((reader, sniffed));
                 sniffed
+            } else {
+                break;
             };
-            settings.settle(sniffed);
+            if !sniffed.blank {
+                told = sniffed;
+                break;
+            }
         }
+        settings.settle(told);
         let reader = TraceReader::new(sources, settings, threads)?;
         Ok(TraceReader { read, held: Mutex::new(held), ..reader })
     }

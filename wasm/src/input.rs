@@ -150,7 +150,7 @@ pub struct InputStats {
 /// Trace files read from chunks. See the [module docs](self).
 pub struct Input {
     settings: TraceSettings,
-    /// Whether the first file has settled the settings.
+    /// Whether the first file that is not blank has settled the settings.
     settled: bool,
     name: String,
     file: Option<File>,
@@ -173,7 +173,7 @@ impl fmt::Debug for Input {
 
 impl Input {
     /// An input read as `settings` say (format, block size, invalid lines, stagger); the
-    /// block size is settled by the first file when not given.
+    /// block size is settled by the first file that is not blank, when not given.
     pub fn new(settings: &TraceSettings) -> Input {
         Input {
             settings: settings.clone(),
@@ -189,12 +189,12 @@ impl Input {
         }
     }
 
-    /// The settings, settled by the first file once it has been told.
+    /// The settings, settled by the first file that is not blank once it has been told.
     pub fn settings(&self) -> &TraceSettings {
         &self.settings
     }
 
-    /// Whether the first file has settled the settings (its format told).
+    /// Whether the first file that is not blank has settled the settings (its format told).
     pub fn settled(&self) -> bool {
         self.settled
     }
@@ -290,7 +290,8 @@ impl Input {
     /// Tells the current file's format from its first bytes and opens it for reading.
     fn open(&mut self, head: &[u8]) -> Result<(), InputError> {
         let sniffed = sniff(head);
-        if !self.settled {
+        // A blank file tells nothing: the next one settles the settings.
+        if !self.settled && !sniffed.blank {
             self.settings.settle(sniffed);
             self.settled = true;
         }
@@ -458,6 +459,20 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].timestamp, got[0].prompt_tokens), (Some(500), 20));
         assert_eq!(input.stats().formats, [("trace".into(), Some(Format::Bailian), true)]);
+    }
+
+    #[test]
+    fn a_blank_first_file_leaves_the_block_size_to_the_next() {
+        let bailian = br#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 20, "output_length": 3, "type": "text", "turn": 1, "hash_ids": [7, 8]}"#;
+        let mut input = Input::new(&TraceSettings::default());
+        input.begin("empty.jsonl").unwrap();
+        input.push(b"\n \n").unwrap();
+        input.begin("b.jsonl").unwrap();
+        assert!(!input.settled(), "a blank file settles nothing");
+        input.push(bailian).unwrap();
+        input.finish().unwrap();
+        let got: Vec<Request> = core::iter::from_fn(|| input.next_request()).collect();
+        assert_eq!((input.settings().block_size, got.len()), (16, 1));
     }
 
     #[test]

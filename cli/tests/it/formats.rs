@@ -87,6 +87,15 @@ fn the_same_requests_in_every_format_replay_to_the_same_rows() {
         let bailian = write("same-bailian.jsonl", bailian);
         let want = rows(&mooncake, &["--block-size", "16"]);
         assert_eq!(rows(&bailian, &[]), want, "Bailian (its own block size, 16) as Mooncake");
+        // An empty file first tells nothing: the Bailian file after it settles the block size.
+        let empty = write("0-empty.jsonl", "\n".into());
+        let args = [empty.to_str().unwrap(), bailian.to_str().unwrap(), "--capacity", "8,30,inf"];
+        let (report, _) = replay(&args);
+        assert_eq!(
+            (report["requests"].clone(), report["rows"].clone()),
+            want,
+            "after a blank file"
+        );
         if partial {
             continue;
         }

@@ -92,6 +92,9 @@ pub struct Sniffed {
     pub format: Option<Format>,
     /// A kv-cache-tester document's own `block_size`, when it comes before its requests.
     pub block_size: Option<usize>,
+    /// The bytes hold nothing but whitespace (after a byte-order mark): an empty file, which
+    /// tells nothing, so the settings are settled by the next file that does.
+    pub blank: bool,
 }
 
 /// What is wrong with a file of this format read with files of the other kind, as every front
@@ -122,8 +125,10 @@ pub fn sniff(head: &[u8]) -> Sniffed {
     let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     let mut json = Json::new(head);
     let mut sniffed = Sniffed::default();
-    if json.peek() != Kind::Object {
-        return sniffed;
+    match json.peek() {
+        Kind::Object => {}
+        Kind::End => return Sniffed { blank: true, ..sniffed },
+        _ => return sniffed,
     }
     let (mut chat_id, mut turn, mut hash_ids, mut tokens) = (false, false, false, false);
     // Reading stops at the first error, which for a prefix is where it was cut: the keys
@@ -188,7 +193,7 @@ mod tests {
         let doc = br#"{"id":"trace_0504","models":["m"],"block_size":64,"hash_id_scope":"local","requests":[{"t":0.0,"#;
         assert_eq!(
             sniff(doc),
-            Sniffed { format: Some(Format::KvcacheTester), block_size: Some(64) }
+            Sniffed { format: Some(Format::KvcacheTester), block_size: Some(64), blank: false }
         );
         for (head, format) in [
             (&br#"{"chat_id": 3, "parent_chat_id": -1, "timestamp": 0.5, "turn": 1, "hash_ids": [1"#[..], Format::Bailian),
@@ -196,10 +201,13 @@ mod tests {
             (b"\xEF\xBB\xBF\n {\"tokens\": [1, 2", Format::Tokens),
             (br#"{"chat_id": 3, "hash_ids": [1]}"#, Format::Mooncake),
         ] {
-            assert_eq!(sniff(head), Sniffed { format: Some(format), block_size: None }, "{head:?}");
+            assert_eq!(sniff(head), Sniffed { format: Some(format), block_size: None, blank: false }, "{head:?}");
         }
         for head in [&b""[..], b"\n\n", b"[1, 2]", b"{\"x\": 1}", b"not json"] {
             assert_eq!(sniff(head).format, None, "{head:?}");
+        }
+        for (head, blank) in [(&b""[..], true), (b"\xEF\xBB\xBF \r\n\t", true), (b" x", false)] {
+            assert_eq!(sniff(head).blank, blank, "{head:?}");
         }
         // A value of `block_size` that is no block size is passed over: the keys after it tell
         // a document (whose reader then reports it), or a record that has such a key.
@@ -207,20 +215,24 @@ mod tests {
             &br#"{"id":"x","block_size":64.0,"requests":[]}"#[..],
             br#"{"block_size":"64","requests":[]}"#,
         ] {
-            let want = Sniffed { format: Some(Format::KvcacheTester), block_size: None };
+            let want =
+                Sniffed { format: Some(Format::KvcacheTester), block_size: None, blank: false };
             assert_eq!(sniff(head), want, "{head:?}");
         }
         for head in [
             &br#"{"timestamp": 0, "input_length": 1024, "block_size": 512, "hash_ids": [1, 2]}"#[..],
             br#"{"timestamp": 0, "input_length": 1024, "block_size": 51.2, "hash_ids": [1, 2]}"#,
         ] {
-            assert_eq!(sniff(head), Sniffed { format: Some(Format::Mooncake), block_size: None });
+            assert_eq!(
+                sniff(head),
+                Sniffed { format: Some(Format::Mooncake), block_size: None, blank: false }
+            );
         }
         // A block size and no key of another format: a document whose `requests` come later.
         let head = br#"{"id": "a", "models": ["m"], "block_size": 16, "notes": "..."#;
         assert_eq!(
             sniff(head),
-            Sniffed { format: Some(Format::KvcacheTester), block_size: Some(16) }
+            Sniffed { format: Some(Format::KvcacheTester), block_size: Some(16), blank: false }
         );
     }
 
