@@ -21,7 +21,10 @@
 //! The engine keeps nothing per request: its memory is the histories' state and the table of
 //! distinct ids, whatever the trace's length, so a week of traffic replays in the memory of
 //! its distinct blocks. Time is a clock that only moves forward (the largest timestamp seen),
-//! so a trace whose timestamps step back still measures how far back each history reaches.
+//! so a trace whose timestamps step back still measures how far back each history reaches. A
+//! request without a timestamp is learned at the clock's time; one before any timestamp, at
+//! the first timestamp that follows (the earliest its time is known to be bounded by, so a
+//! reach is never stretched back to time 0).
 //!
 //! All histories see the same ids, so the engine gives each distinct id a dense number once,
 //! and every history keeps its state in arrays indexed by it: a lookup or an insert is an
@@ -210,7 +213,8 @@ pub struct Row {
     /// Ids evicted while counting.
     pub evictions: u64,
     /// At the end, how far back the history reached in trace time: the latest timestamp
-    /// minus that of the request that inserted the oldest id still present.
+    /// minus that of the request that inserted the oldest id still present (see the [module
+    /// docs](self) for requests without one); `None` when no request has a timestamp.
     pub reach_ms: Option<u64>,
 }
 
@@ -243,6 +247,8 @@ pub struct Replay {
     requests: usize,
     /// The latest timestamp so far (time never steps back here).
     clock: Option<u64>,
+    /// The first timestamp seen: the time of ids learned before it (stamped 0 until then).
+    first_time: Option<u64>,
     histories: Histories,
     rows: Vec<Row>,
     /// The dense number of each id seen so far, at most `id_limit` of them.
@@ -297,6 +303,7 @@ impl Replay {
             measure_from: config.measure_from,
             requests: 0,
             clock: None,
+            first_time: None,
             histories,
             rows,
             dense: DenseIds::default(),
@@ -326,9 +333,7 @@ impl Replay {
         self.number(request)?;
         let counted = self.requests >= self.measure_from;
         self.requests += 1;
-        if request.timestamp.is_some() {
-            self.clock = self.clock.max(request.timestamp);
-        }
+        self.tick(request.timestamp);
         if counted {
             self.count(request);
         }
@@ -365,11 +370,17 @@ impl Replay {
         self.number(request)?;
         let counted = self.requests >= self.measure_from;
         self.requests += 1;
-        if request.timestamp.is_some() {
-            self.clock = self.clock.max(request.timestamp);
-        }
+        self.tick(request.timestamp);
         self.learn_numbered(counted);
         Ok(())
+    }
+
+    /// Moves the clock to a request's timestamp, if it has one and it is later.
+    fn tick(&mut self, timestamp: Option<u64>) {
+        if let Some(t) = timestamp {
+            self.first_time.get_or_insert(t);
+            self.clock = self.clock.max(Some(t));
+        }
     }
 
     /// Numbers `request`'s ids into `prompt` and `output`, making room for new ones.
@@ -478,8 +489,13 @@ impl Replay {
     pub fn results(&self) -> Vec<Row> {
         let mut rows = self.rows.clone();
         for (h, row) in rows.iter_mut().enumerate() {
-            let oldest = self.histories.oldest_stamp(h);
-            row.reach_ms = self.clock.zip(oldest).map(|(last, t)| last.saturating_sub(t));
+            // A stamp of 0 is either the first timestamp itself (0) or an id learned before
+            // any timestamp, whose time is the first's.
+            let oldest = self
+                .histories
+                .oldest_stamp(h)
+                .map(|t| if t == 0 { self.first_time } else { Some(t) });
+            row.reach_ms = self.clock.zip(oldest.flatten()).map(|(last, t)| last.saturating_sub(t));
         }
         rows
     }

@@ -215,3 +215,41 @@ fn look_up_agrees_with_counting_across_many_histories() {
     }
     assert!(varied, "histories of different sizes must disagree somewhere");
 }
+
+/// A request without a timestamp is learned at the clock's time, or before any timestamp at
+/// the first one: the reach is how far back the stamped time goes, never back to time 0.
+#[test]
+fn requests_without_timestamps_do_not_stretch_the_reach() {
+    let request = |id: u64, timestamp: Option<u64>| Request {
+        timestamp,
+        prompt_tokens: 4,
+        prompt_ids: vec![id],
+        ..Request::default()
+    };
+    let reach = |requests: &[Request]| {
+        let histories = vec![(Policy::Inf, None), (Policy::Fifo, Some(8)), (Policy::Lru, Some(8))];
+        let mut replay =
+            Replay::new(&ReplayConfig { block_size: 4, histories, measure_from: 0 }).unwrap();
+        for r in requests {
+            replay.push(r).unwrap();
+        }
+        replay.results().iter().map(|row| row.reach_ms).collect::<Vec<_>>()
+    };
+    let late = 1_700_000_000_000;
+    // The unstamped request came before the first timestamp: learned at it.
+    assert_eq!(reach(&[request(1, None), request(2, Some(late))]), [Some(0); 3]);
+    assert_eq!(reach(&[request(1, Some(late)), request(2, None)]), [Some(0); 3]);
+    assert_eq!(
+        reach(&[request(1, None), request(2, Some(late)), request(3, Some(late + 40))]),
+        [Some(40); 3]
+    );
+    // Between two stamped requests: at the earlier one's time.
+    assert_eq!(
+        reach(&[request(1, Some(1000)), request(2, None), request(3, Some(5000))]),
+        [Some(4000); 3]
+    );
+    // A trace that starts at time 0 reaches back to it.
+    assert_eq!(reach(&[request(1, Some(0)), request(2, None), request(3, Some(7))]), [Some(7); 3]);
+    // No timestamps at all: no reach.
+    assert_eq!(reach(&[request(1, None), request(2, None)]), [None; 3]);
+}
