@@ -638,7 +638,9 @@ impl ReplaySettings {
             .capacities
             .iter()
             .map(|c| match blocks(*c) {
-                Ok(Some(b)) if b > MAX_CAPACITY => Err(capacity_error(c, CapacityError::Overflow)),
+                Ok(Some(b)) if b > MAX_CAPACITY => {
+                    Err(capacity_error(c, CapacityError::MoreThanLargest))
+                }
                 Ok(b) => Ok(b),
                 Err(error) => Err(capacity_error(c, error)),
             })

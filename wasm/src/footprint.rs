@@ -40,9 +40,9 @@ pub fn heap_bytes(blocks: usize) -> usize {
 /// [`Capacity::blocks`], with byte budgets converted by a 64-bit router's footprint.
 pub fn blocks(capacity: Capacity) -> Result<Option<usize>, CapacityError> {
     match capacity {
-        Capacity::Bytes(bytes) => Layout::largest_within(bytes, |l| heap_bytes(l.capacity()))
-            .map(|layout| Some(layout.capacity()))
-            .map_err(|_| CapacityError::BudgetTooSmall),
+        Capacity::Bytes(bytes) => {
+            Capacity::blocks_within(bytes, |l: &Layout| heap_bytes(l.capacity())).map(Some)
+        }
         other => other.blocks(),
     }
 }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::history::{BoxStorage, History, Layout};
+use crate::history::{BoxStorage, History, Layout, MAX_CAPACITY};
 use crate::setup::{Quantity, QuantityError, parse_quantity};
 
 /// A history size.
@@ -29,6 +29,13 @@ pub enum CapacityError {
     Overflow,
     /// A byte budget too small for a history of even one block.
     BudgetTooSmall,
+    /// More blocks than the largest history holds ([`MAX_CAPACITY`]).
+    MoreThanLargest,
+    /// A byte budget the largest history does not fill: it takes `largest` bytes.
+    BudgetTooLarge {
+        /// The heap bytes of a history of [`MAX_CAPACITY`] blocks.
+        largest: usize,
+    },
 }
 
 impl fmt::Display for CapacityError {
@@ -40,6 +47,16 @@ impl fmt::Display for CapacityError {
             Self::Zero => "a capacity must be positive",
             Self::Overflow => "too large",
             Self::BudgetTooSmall => "too few bytes for a history of even one block",
+            Self::MoreThanLargest => {
+                return write!(f, "more than the largest history holds ({MAX_CAPACITY} blocks)");
+            }
+            Self::BudgetTooLarge { largest } => {
+                return write!(
+                    f,
+                    "more than the largest history takes ({MAX_CAPACITY} blocks in {} bytes)",
+                    largest
+                );
+            }
         })
     }
 }
@@ -64,6 +81,7 @@ impl Capacity {
         match (value, bytes) {
             (0, _) => Err(CapacityError::Zero),
             (v, true) => Ok(Capacity::Bytes(v)),
+            (v, false) if v > MAX_CAPACITY => Err(CapacityError::MoreThanLargest),
             (v, false) => Ok(Capacity::Blocks(v)),
         }
     }
@@ -71,14 +89,31 @@ impl Capacity {
     /// The capacity in blocks (`None` for `inf`).
     pub fn blocks(self) -> Result<Option<usize>, CapacityError> {
         match self {
-            Capacity::Blocks(blocks) => Ok(Some(blocks)),
             Capacity::Bytes(bytes) => {
-                Layout::largest_within(bytes, History::<BoxStorage>::bytes_for)
-                    .map(|layout| Some(layout.capacity()))
-                    .map_err(|_| CapacityError::BudgetTooSmall)
+                Self::blocks_within(bytes, History::<BoxStorage>::bytes_for).map(Some)
             }
+            Capacity::Blocks(blocks) if blocks > MAX_CAPACITY => {
+                Err(CapacityError::MoreThanLargest)
+            }
+            Capacity::Blocks(blocks) => Ok(Some(blocks)),
             Capacity::Infinite => Ok(None),
         }
+    }
+
+    /// The most blocks a history of at most `budget` heap bytes holds, its bytes as
+    /// `bytes_for` counts them. A budget that even the largest history leaves room in is an
+    /// error: it would be the largest history without a word, and two such budgets the same.
+    pub fn blocks_within(
+        budget: usize,
+        bytes_for: impl Fn(&Layout) -> usize,
+    ) -> Result<usize, CapacityError> {
+        let layout = Layout::largest_within(budget, &bytes_for)
+            .map_err(|_| CapacityError::BudgetTooSmall)?;
+        let largest = bytes_for(&layout);
+        if layout.capacity() == MAX_CAPACITY && budget > largest {
+            return Err(CapacityError::BudgetTooLarge { largest });
+        }
+        Ok(layout.capacity())
     }
 
     /// Heap bytes of a history of `blocks` blocks, or `usize::MAX` beyond the largest.
@@ -88,10 +123,22 @@ impl Capacity {
 }
 
 impl fmt::Display for Capacity {
+    /// As it parses back: a byte budget in the largest unit that divides it (binary first).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(usize, &str); 6] = [
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+            (1_000_000_000, "GB"),
+            (1_000_000, "MB"),
+            (1_000, "KB"),
+        ];
         match self {
             Capacity::Blocks(blocks) => write!(f, "{blocks}"),
-            Capacity::Bytes(bytes) => write!(f, "{bytes}B"),
+            Capacity::Bytes(bytes) => match UNITS.iter().find(|(unit, _)| bytes % unit == 0) {
+                Some((unit, name)) => write!(f, "{}{name}", bytes / unit),
+                None => write!(f, "{bytes}B"),
+            },
             Capacity::Infinite => f.write_str("inf"),
         }
     }
@@ -121,9 +168,19 @@ mod tests {
             ("0MiB", CapacityError::Zero),
             ("99999999999999999999", CapacityError::Overflow),
             ("18446744073709551615G", CapacityError::Overflow),
+            ("134217728", CapacityError::MoreThanLargest),
+            ("1G", CapacityError::MoreThanLargest),
         ] {
             assert_eq!(Capacity::parse(bad), Err(error), "{bad:?}");
         }
+        assert_eq!(Capacity::parse("134217727"), Ok(Capacity::Blocks(MAX_CAPACITY)));
+        // Printed as it parses back.
+        for text in ["1k", "4GiB", "3MiB", "500MB", "2KB", "1000B", "4097B", "inf"] {
+            let capacity = Capacity::parse(text).unwrap();
+            assert_eq!(Capacity::parse(&alloc::format!("{capacity}")), Ok(capacity), "{text}");
+        }
+        assert_eq!(alloc::format!("{}", Capacity::Bytes(4 << 30)), "4GiB");
+        assert_eq!(alloc::format!("{}", Capacity::Bytes(500_000_000)), "500MB");
     }
 
     #[test]
@@ -133,5 +190,22 @@ mod tests {
         assert!(Capacity::heap_bytes_of(blocks + 1) > 1 << 20);
         assert_eq!(Capacity::Bytes(10).blocks(), Err(CapacityError::BudgetTooSmall));
         assert_eq!(Capacity::Infinite.blocks(), Ok(None));
+    }
+
+    #[test]
+    fn a_budget_the_largest_history_does_not_fill_is_refused() {
+        let largest = Capacity::heap_bytes_of(MAX_CAPACITY);
+        assert_eq!(Capacity::Bytes(largest).blocks(), Ok(Some(MAX_CAPACITY)));
+        for budget in [largest + 1, 4 << 30, usize::MAX] {
+            assert_eq!(
+                Capacity::Bytes(budget).blocks(),
+                Err(CapacityError::BudgetTooLarge { largest }),
+                "{budget}"
+            );
+        }
+        assert_eq!(
+            Capacity::Blocks(MAX_CAPACITY + 1).blocks(),
+            Err(CapacityError::MoreThanLargest)
+        );
     }
 }
