@@ -22,6 +22,8 @@ pub(crate) struct Input {
     progress: ProgressBar,
     bytes_read: Arc<AtomicU64>,
     bundled: bool,
+    /// A stagger was asked for (it applies to kv-cache-tester documents only).
+    staggered: bool,
 }
 
 impl Input {
@@ -43,7 +45,8 @@ impl Input {
         };
         let bytes_read = reader.bytes_read();
         let bundled = traces.is_empty();
-        Ok(Input { reader, measure_from: 0, threads, progress, bytes_read, bundled })
+        let staggered = settings.stagger_ms > 0;
+        Ok(Input { reader, measure_from: 0, threads, progress, bytes_read, bundled, staggered })
     }
 
     /// Once the settings are known to be good: says on stderr when the bundled trace is used
@@ -69,7 +72,8 @@ impl Input {
     }
 
     /// Clears the progress bar and says on stderr what the reading found: the formats told
-    /// from the files, timestamps going back, skipped lines, an empty trace.
+    /// from the files, timestamps going back, skipped lines, an empty trace, a warm-up that
+    /// took every request, a stagger that had no documents to stagger.
     pub(crate) fn done(&self, stats: &ReadStats) {
         self.progress.finish_and_clear();
         report_formats(&stats.formats);
@@ -83,6 +87,18 @@ impl Input {
         }
         if stats.records == 0 {
             eprintln!("kvreuse: warning: the trace holds no requests; every count is zero");
+        } else if self.measure_from >= stats.records {
+            eprintln!(
+                "kvreuse: warning: the warm-up takes all {} requests; every count is zero",
+                stats.records
+            );
+        }
+        let documents = stats.formats.iter().any(|(_, f, _)| *f == Some(Format::KvcacheTester));
+        if self.staggered && !documents {
+            eprintln!(
+                "kvreuse: warning: --stagger spaces kv-cache-tester documents' starts; the trace \
+                 has none, so it changed nothing"
+            );
         }
     }
 }

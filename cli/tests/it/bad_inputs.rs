@@ -778,3 +778,24 @@ fn catalogue_size() {
     eprintln!("bad-input catalogue: {total} inputs");
     assert!(total >= 40, "{total}");
 }
+
+/// Settings that could change nothing say so: a warm-up that takes every request, a stagger
+/// with no kv-cache-tester document to space out.
+#[test]
+fn a_warmup_of_every_request_and_a_stagger_without_documents_are_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "trace.jsonl", None);
+    let trace = trace.to_str().unwrap();
+    for (command, extra, warning) in [
+        ("replay", ["--warmup-requests", "3"], "the warm-up takes all 3 requests"),
+        ("fleet", ["--warmup-requests", "10"], "the warm-up takes all 3 requests"),
+        ("replay", ["--stagger", "5"], "--stagger spaces kv-cache-tester documents' starts"),
+    ] {
+        let out = kvreuse(&[&[command, "--block-size", "4", trace][..], &extra[..]].concat(), b"");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command} {extra:?}: {stderr}");
+        assert!(stderr.contains(warning), "{command} {extra:?}: {stderr}");
+    }
+    let out = kvreuse(&["replay", "--block-size", "4", trace, "--warmup-requests", "2"], b"");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"), "one request counted");
+}
