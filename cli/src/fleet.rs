@@ -38,7 +38,7 @@ pub(crate) struct FleetArgs {
     #[arg(long, value_name = "LIST", default_value = Router::DEFAULT_LIST, allow_hyphen_values = true, value_parser = utf8())]
     router: Vec<String>,
     /// The trace format: mooncake, bailian, kvcache-tester or tokens (default: told from each
-    /// file's first bytes).
+    /// file's first bytes). Mooncake and token records are told apart record by record.
     #[arg(long, value_name = "FORMAT", value_parser = utf8())]
     format: Option<String>,
     /// Tokens per trace block: default the format's.

@@ -23,7 +23,7 @@ pub(crate) struct ReplayArgs {
     /// Without any, the bundled Mooncake synthetic trace.
     traces: Vec<PathBuf>,
     /// The trace format: mooncake, bailian, kvcache-tester or tokens (default: told from each
-    /// file's first bytes).
+    /// file's first bytes). Mooncake and token records are told apart record by record.
     #[arg(long, value_name = "FORMAT", value_parser = utf8())]
     format: Option<String>,
     /// Tokens per block: default the format's (Mooncake 512, Bailian 16, a kv-cache-tester
