@@ -26,7 +26,8 @@ pub(crate) struct HashArgs {
     /// Dynamo Eagle windows (block size + 1 tokens, stride block size).
     #[arg(long)]
     eagle: bool,
-    /// vLLM root seed string (PYTHONHASHSEED); default "vllm-none-hash".
+    /// vLLM root seed string (the engine's PYTHONHASHSEED); default "vllm-none-hash" (SHA-256
+    /// schemes; required for vllm-xxhash-cbor).
     #[arg(long, value_name = "S", value_parser = crate::replay::utf8())]
     hash_seed: Option<String>,
     /// vLLM cache salt (mixed into the first block).
@@ -167,6 +168,9 @@ pub(crate) fn run(args: &HashArgs) -> Result<()> {
         Some(SchemeOption::CacheNamespace | SchemeOption::Eagle) => {
             bail!("--cache-namespace and --eagle apply to the dynamo scheme only")
         }
+    }
+    if let Some(problem) = spec.no_engine_match() {
+        bail!("{problem}");
     }
     // Validate the settings before reading what may be a large input.
     spec.build()?;

@@ -133,6 +133,9 @@ fn block_hashes(
     if let Some(message) = ignored {
         return Err(PyValueError::new_err(message));
     }
+    if let Some(problem) = spec.no_engine_match() {
+        return Err(PyValueError::new_err(problem.to_string()));
+    }
     let hashes = py
         .detach(|| spec.hash(&tokens))
         .map_err(|e| PyValueError::new_err(format!("block_size: {e}")))?;

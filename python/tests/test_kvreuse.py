@@ -73,6 +73,11 @@ def test_block_hash_mistakes_are_value_errors():
         kvreuse.block_hashes([1, 2], 2, scheme="sha1")
     with pytest.raises(ValueError, match="hash_seed applies to the vLLM schemes only"):
         kvreuse.block_hashes([1, 2], 2, hash_seed="42")
+    # Settings under which no vLLM publishes the ids.
+    with pytest.raises(ValueError, match="PYTHONHASHSEED"):
+        kvreuse.block_hashes([1, 2], 2, scheme="vllm-xxhash-cbor")
+    with pytest.raises(ValueError, match="integer id"):
+        kvreuse.block_hashes([1, 2], 2, scheme="vllm-legacy-sha256-cbor-64bit", lora_name="a")
     with pytest.raises(OverflowError):
         kvreuse.block_hashes([-1], 2)
 

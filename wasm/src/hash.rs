@@ -21,7 +21,7 @@ export interface BlockHashOptions {
   cacheNamespace?: string;
   /** Dynamo only: Eagle windows of `blockSize + 1` tokens, stride `blockSize`. */
   eagle?: boolean;
-  /** vLLM only: the root seed string (PYTHONHASHSEED); default "vllm-none-hash". */
+  /** vLLM only: the root seed string (the engine's PYTHONHASHSEED); default "vllm-none-hash" (SHA-256 schemes; required for vllm-xxhash-cbor). */
   hashSeed?: string;
   /** vLLM only: the cache salt, mixed into the first block. */
   cacheSalt?: string;
@@ -84,6 +84,9 @@ pub fn block_hashes(
         };
         let family = if dynamo { "the vLLM schemes" } else { "the dynamo scheme" };
         return Err(type_error(format_args!("options.{key} applies to {family} only")));
+    }
+    if let Some(problem) = spec.no_engine_match() {
+        return Err(type_error(format_args!("options: {problem}")));
     }
     // Settings first: a bad block size is reported before a large input is read.
     spec.build().map_err(|e| range_error(format_args!("options.blockSize: {e}")))?;

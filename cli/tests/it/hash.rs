@@ -114,9 +114,16 @@ fn bad_input_is_one_line_on_stderr_and_status_2() {
             "dynamo scheme only",
         ),
         (
-            &["--block-size", "4", "--scheme", "vllm-xxhash-cbor"],
+            &["--block-size", "4", "--scheme", "vllm-xxhash-cbor", "--hash-seed", "0"],
             "{\"tokens\": [1,2,3,4], \"mm_hashes_per_block\": [[1]]}",
             "dynamo scheme only",
+        ),
+        // Settings under which no vLLM publishes the ids.
+        (&["--block-size", "4", "--scheme", "vllm-xxhash-cbor"], "[1]", "PYTHONHASHSEED"),
+        (
+            &["--block-size", "4", "--scheme", "vllm-legacy-sha256-cbor-64bit", "--lora-name", "a"],
+            "[1]",
+            "integer id",
         ),
         (
             &["--block-size", "4"],

@@ -184,15 +184,20 @@ impl DynamoHasher {
 
     /// Hashes a multimodal sequence: `mm_per_block[i]` lists the object hashes of block `i`
     /// (`None` or empty for a text-only block); blocks past the end of the list are text-only.
+    /// The list may run to the partial last block, as Dynamo's `to_block_level` makes it (one
+    /// entry per `block_size` tokens, rounded up); entries of blocks that are not complete are
+    /// not hashed. More entries than that is an error.
     pub fn hash_multimodal(
         &self,
         tokens: &[u32],
         mm_per_block: &[Option<Vec<u64>>],
     ) -> Result<BlockHashes, ChainError> {
-        let blocks = self.complete_blocks(tokens.len());
-        if mm_per_block.len() > blocks {
-            return Err(ChainError::MultimodalBlocksMismatch { given: mm_per_block.len(), blocks });
+        let spanned = tokens.len().div_ceil(self.block_size);
+        if mm_per_block.len() > spanned {
+            let given = mm_per_block.len();
+            return Err(ChainError::MultimodalBlocksMismatch { given, blocks: spanned });
         }
+        let blocks = self.complete_blocks(tokens.len());
         let mut out = BlockHashes::with_capacity(blocks);
         let mut parent = None;
         for (i, window) in self.windows(tokens).enumerate() {
@@ -367,6 +372,15 @@ mod tests {
         assert_eq!(
             h.hash_multimodal(&tokens, &[None, None, None]),
             Err(ChainError::MultimodalBlocksMismatch { given: 3, blocks: 2 })
+        );
+        // An entry for the partial last block, as Dynamo's per-block list has one, is not
+        // hashed: the complete blocks' ids are as without it.
+        let longer = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let with_tail = [None, Some(alloc::vec![9, 3]), Some(alloc::vec![5])];
+        assert_eq!(h.hash_multimodal(&longer, &with_tail), Ok(a));
+        assert_eq!(
+            h.hash_multimodal(&longer, &[None, None, None, None]),
+            Err(ChainError::MultimodalBlocksMismatch { given: 4, blocks: 3 })
         );
     }
 

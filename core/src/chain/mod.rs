@@ -74,11 +74,11 @@ pub enum ChainError {
         /// The block size that was asked for.
         block_size: usize,
     },
-    /// Multimodal object hashes were given for more blocks than the tokens form.
+    /// Multimodal object hashes were given for more blocks than the tokens span.
     MultimodalBlocksMismatch {
         /// Number of per-block entries given.
         given: usize,
-        /// Number of complete blocks in the tokens.
+        /// Number of blocks the tokens span, a partial last one included.
         blocks: usize,
     },
     /// The scheme does not support multimodal object hashes.
@@ -94,7 +94,7 @@ impl fmt::Display for ChainError {
             }
             Self::MultimodalBlocksMismatch { given, blocks } => write!(
                 f,
-                "multimodal hashes given for {given} blocks, but the tokens form {blocks} complete blocks"
+                "multimodal hashes given for {given} blocks, but the tokens span {blocks} blocks"
             ),
             Self::MultimodalUnsupported => {
                 f.write_str("this hash scheme does not take multimodal object hashes")
@@ -200,6 +200,35 @@ pub enum SchemeOption {
     CacheSalt,
 }
 
+/// A setting under which no engine publishes the ids a [`ChainSpec`] computes: the chain is
+/// well defined, but no vLLM version hashes that way, so its ids would match nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoEngineMatch {
+    /// `vllm-xxhash-cbor` without a hash seed: unless `PYTHONHASHSEED` is set, vLLM seeds its
+    /// non-cryptographic hashes with random bytes, so no default is any engine's.
+    XxhashWithoutSeed,
+    /// A LoRA name on the legacy 64-bit chain: the vLLM versions that published it keyed a
+    /// LoRA adapter by its integer id (names came in with vLLM #27211).
+    LegacyLoraName,
+}
+
+impl fmt::Display for NoEngineMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::XxhashWithoutSeed => {
+                "vllm-xxhash-cbor needs the engine's PYTHONHASHSEED as its hash seed: without it \
+                 vLLM seeds xxhash_cbor with random bytes, which no default can match"
+            }
+            Self::LegacyLoraName => {
+                "the legacy 64-bit chain keyed a LoRA adapter by its integer id, not its name: no \
+                 vLLM version published these ids for a LoRA name"
+            }
+        })
+    }
+}
+
+impl core::error::Error for NoEngineMatch {}
+
 /// Everything that selects a chain, for run-time choice of scheme.
 ///
 /// Fields that a scheme does not use are ignored by it: Dynamo ignores `hash_seed` and
@@ -217,7 +246,8 @@ pub struct ChainSpec {
     pub cache_namespace: Option<alloc::string::String>,
     /// Dynamo Eagle (speculative decoding) windows of `block_size + 1` tokens.
     pub eagle: bool,
-    /// vLLM root seed string (`PYTHONHASHSEED`); `None` uses vLLM's fixed default.
+    /// vLLM root seed string (`PYTHONHASHSEED`); `None` uses vLLM's fixed default, which vLLM
+    /// itself uses for the SHA-256 schemes only (see [`NoEngineMatch`]).
     pub hash_seed: Option<alloc::string::String>,
     /// vLLM `cache_salt`, mixed into the first block only.
     pub cache_salt: Option<alloc::string::String>,
@@ -252,6 +282,19 @@ impl ChainSpec {
             ]
         };
         ignored.iter().find(|(set, _)| *set).map(|&(_, option)| option)
+    }
+
+    /// Whether the ids this spec computes are ones no engine publishes (a front end refuses
+    /// such a spec; the chain itself is well defined).
+    pub fn no_engine_match(&self) -> Option<NoEngineMatch> {
+        let named = self.lora_name.as_deref().is_some_and(|name| !name.is_empty());
+        match self.scheme {
+            Scheme::VllmXxhashCbor if self.hash_seed.is_none() => {
+                Some(NoEngineMatch::XxhashWithoutSeed)
+            }
+            Scheme::VllmLegacySha256Cbor64 if named => Some(NoEngineMatch::LegacyLoraName),
+            _ => None,
+        }
     }
 
     /// Builds the incremental chain this spec describes, starting from an empty prefix.

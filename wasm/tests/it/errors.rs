@@ -26,6 +26,11 @@ fn block_hashes_rejects_bad_options_and_tokens() {
     throws(hash(tokens(8), r#"{"blockSize": 4, "hashSeed": "42"}"#), Kind::Type, "hashSeed");
     let vllm_eagle = r#"{"blockSize": 4, "scheme": "vllm-sha256-cbor", "eagle": true}"#;
     throws(hash(tokens(8), vllm_eagle), Kind::Type, "eagle");
+    let unseeded = r#"{"blockSize": 4, "scheme": "vllm-xxhash-cbor"}"#;
+    throws(hash(tokens(8), unseeded), Kind::Type, "PYTHONHASHSEED");
+    let legacy_lora =
+        r#"{"blockSize": 4, "scheme": "vllm-legacy-sha256-cbor-64bit", "loraName": "a"}"#;
+    throws(hash(tokens(8), legacy_lora), Kind::Type, "integer id");
     throws(hash(json("[1, -1]"), r#"{"blockSize": 4}"#), Kind::Range, "tokens[1]");
     throws(hash(json("[1, 2.5]"), r#"{"blockSize": 4}"#), Kind::Range, "tokens[1]");
     throws(hash(json("[4294967296]"), r#"{"blockSize": 4}"#), Kind::Range, "tokens[0]");
