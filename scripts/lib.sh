@@ -37,7 +37,9 @@ tree_commit() {
 
 # rust_target TRIPLE : makes sure rustup has the target; returns 1 when it cannot be added.
 rust_target() {
-  rustup target list --installed 2>/dev/null | grep -qx "$1" && return 0
+  local installed
+  installed="$(rustup target list --installed 2>/dev/null || true)"
+  grep -qx "$1" <<<"$installed" && return 0
   echo "adding rust target $1"
   timeout 300 rustup target add "$1"
 }
