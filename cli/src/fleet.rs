@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use kvreuse::core::fleet::{FleetRow, Router, Timing};
 use kvreuse::core::replay::Capacity;
@@ -59,9 +59,10 @@ pub(crate) struct FleetArgs {
     /// (each request finishes before the next arrives).
     #[arg(long, value_name = "TIMING", default_value = "mocker", value_parser = utf8())]
     timing: String,
-    /// Divides the simulated engines' pass times (mocker timing), as Dynamo's speedup_ratio.
-    #[arg(long, value_name = "X", default_value = "1", allow_hyphen_values = true, value_parser = utf8())]
-    speedup: String,
+    /// Divides the simulated engines' pass times (mocker timing only), as Dynamo's
+    /// speedup_ratio [default: 1].
+    #[arg(long, value_name = "X", allow_hyphen_values = true, value_parser = utf8())]
+    speedup: Option<String>,
     /// Fraction of the requests that only warm caches and history up and are not counted.
     #[arg(long, value_name = "FRACTION", default_value = "0", allow_hyphen_values = true, value_parser = utf8())]
     warmup: String,
@@ -95,7 +96,6 @@ impl FleetArgs {
             (Setting::Router, self.router.join(",")),
             (Setting::History, self.history.clone()),
             (Setting::Timing, self.timing.clone()),
-            (Setting::Speedup, self.speedup.clone()),
             (Setting::Warmup, self.warmup.clone()),
             (Setting::Stagger, self.stagger.clone()),
             (Setting::Seed, self.seed.clone()),
@@ -106,12 +106,16 @@ impl FleetArgs {
             (Setting::EngineBlockSize, &self.engine_block_size),
             (Setting::KvBytesPerToken, &self.kv_bytes_per_token),
             (Setting::WarmupRequests, &self.warmup_requests),
+            (Setting::Speedup, &self.speedup),
         ];
         for (setting, value) in optional {
             given.extend(value.clone().map(|text| (setting, text)));
         }
         for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
+        }
+        if self.speedup.is_some() && settings.timing == Timing::Instant {
+            bail!("--speedup divides the mocker's pass times: --timing instant has none");
         }
         settings.trace.skip_invalid = self.skip_invalid;
         Ok(settings)

@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use kvreuse::core::replay::{Capacity, Row};
+use kvreuse::core::replay::{Capacity, Policy, Row};
 use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
 use kvreuse::replay::replay_trace;
 use serde::Serialize;
@@ -30,8 +30,9 @@ pub(crate) struct ReplayArgs {
     /// document's own, token records 512, the hashing block size).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = utf8())]
     block_size: Option<String>,
-    /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_CAPACITIES, allow_hyphen_values = true, value_parser = utf8())]
+    /// History sizes: blocks (1000, 10k, 1M), bytes (256MiB, 1GiB) or inf, comma-separated
+    /// (sizes of the fifo and lru histories) [default: 1k,10k,100k,1M,inf].
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = utf8())]
     capacity: Vec<String>,
     /// Eviction policies: fifo (the history's own), lru, inf; comma-separated.
     #[arg(long, value_name = "LIST", default_value = ReplaySettings::DEFAULT_POLICIES, allow_hyphen_values = true, value_parser = utf8())]
@@ -63,8 +64,12 @@ impl ReplayArgs {
     /// The settings, checked by the shared setup; an error names the flag.
     fn settings(&self) -> Result<ReplaySettings> {
         let mut settings = ReplaySettings::default();
+        let capacity = match self.capacity.is_empty() {
+            true => ReplaySettings::DEFAULT_CAPACITIES.to_string(),
+            false => self.capacity.join(","),
+        };
         let mut given = vec![
-            (Setting::Capacity, self.capacity.join(",")),
+            (Setting::Capacity, capacity),
             (Setting::Policy, self.policy.join(",")),
             (Setting::Warmup, self.warmup.clone()),
             (Setting::Stagger, self.stagger.clone()),
@@ -79,6 +84,9 @@ impl ReplayArgs {
         }
         for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
+        }
+        if !self.capacity.is_empty() && settings.policies.iter().all(|&p| p == Policy::Inf) {
+            bail!("--capacity sizes the fifo and lru histories: --policy inf has none");
         }
         settings.trace.skip_invalid = self.skip_invalid;
         Ok(settings)

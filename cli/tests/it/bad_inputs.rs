@@ -799,3 +799,32 @@ fn a_warmup_of_every_request_and_a_stagger_without_documents_are_warned_of() {
     let out = kvreuse(&["replay", "--block-size", "4", trace, "--warmup-requests", "2"], b"");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"), "one request counted");
 }
+
+/// A setting that the other settings leave nothing to act on is an error: a speedup with
+/// instant timing, capacities with only the unbounded history.
+#[test]
+fn settings_with_nothing_to_act_on_are_refused() {
+    for (args, needle) in [
+        (&["fleet", "--timing", "instant", "--speedup", "100"][..], "--timing instant has none"),
+        (&["replay", "--policy", "inf", "--capacity", "1k,10k"], "--policy inf has none"),
+    ] {
+        let out = kvreuse(args, b"");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    // Each alone, or with what it acts on, is fine.
+    for args in [
+        &["fleet", "--timing", "instant", "--workers", "2", "--worker-capacity", "100"][..],
+        &["replay", "--policy", "inf"],
+        &["replay", "--policy", "fifo,inf", "--capacity", "1k"],
+    ] {
+        let out = kvreuse(args, b"");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The defaults the help gives are the shared setup's.
+    let help = kvreuse(&["replay", "--help"], b"");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let default = kvreuse::core::setup::ReplaySettings::DEFAULT_CAPACITIES;
+    assert!(help.contains(&format!("[default: {default}]")), "{help}");
+}
