@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use kvreuse::core::fleet::{FleetRow, Router, Timing};
 use kvreuse::core::replay::Capacity;
@@ -113,9 +113,6 @@ impl FleetArgs {
         }
         for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
-        }
-        if self.speedup.is_some() && settings.timing == Timing::Instant {
-            bail!("--speedup divides the mocker's pass times: --timing instant has none");
         }
         settings.trace.skip_invalid = self.skip_invalid;
         Ok(settings)

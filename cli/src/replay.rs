@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use kvreuse::core::replay::{Capacity, Policy, Row};
+use kvreuse::core::replay::{Capacity, Row};
 use kvreuse::core::setup::{ReplaySettings, Setting, SetupError, Warmup};
 use kvreuse::replay::replay_trace;
 use serde::Serialize;
@@ -64,12 +64,10 @@ impl ReplayArgs {
     /// The settings, checked by the shared setup; an error names the flag.
     fn settings(&self) -> Result<ReplaySettings> {
         let mut settings = ReplaySettings::default();
-        let capacity = match self.capacity.is_empty() {
-            true => ReplaySettings::DEFAULT_CAPACITIES.to_string(),
-            false => self.capacity.join(","),
-        };
+        // The capacities only when given: the settings' own are the defaults, and capacities
+        // given need a policy that takes them.
+        let capacity = (!self.capacity.is_empty()).then(|| self.capacity.join(","));
         let mut given = vec![
-            (Setting::Capacity, capacity),
             (Setting::Policy, self.policy.join(",")),
             (Setting::Warmup, self.warmup.clone()),
             (Setting::Stagger, self.stagger.clone()),
@@ -78,15 +76,13 @@ impl ReplayArgs {
             (Setting::Format, &self.format),
             (Setting::BlockSize, &self.block_size),
             (Setting::WarmupRequests, &self.warmup_requests),
+            (Setting::Capacity, &capacity),
         ];
         for (setting, value) in optional {
             given.extend(value.clone().map(|text| (setting, text)));
         }
         for (setting, text) in given {
             settings.set(setting, &text).map_err(flag_error)?;
-        }
-        if !self.capacity.is_empty() && settings.policies.iter().all(|&p| p == Policy::Inf) {
-            bail!("--capacity sizes the fifo and lru histories: --policy inf has none");
         }
         settings.trace.skip_invalid = self.skip_invalid;
         Ok(settings)

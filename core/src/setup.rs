@@ -226,6 +226,9 @@ pub enum Problem {
     NotPositive(String),
     /// Not blocks or bytes, as written.
     NotWorkerCapacity(String),
+    /// The setting acts on something the other settings leave out: what it does, and why
+    /// there is nothing.
+    NothingToActOn(&'static str),
 }
 
 impl SetupError {
@@ -249,7 +252,8 @@ impl SetupError {
             | Problem::NotACount(_)
             | Problem::NotASetting
             | Problem::NeedsKvBytes(_)
-            | Problem::NotWorkerCapacity(_) => false,
+            | Problem::NotWorkerCapacity(_)
+            | Problem::NothingToActOn(_) => false,
         }
     }
 }
@@ -276,6 +280,7 @@ impl fmt::Display for SetupError {
                 Quoted(text)
             ),
             Problem::NotPositive(text) => write!(f, "{} is not a positive number", Quoted(text)),
+            Problem::NothingToActOn(what) => f.write_str(what),
             Problem::NotWorkerCapacity(text) => write!(
                 f,
                 "{}: expected blocks (2000, 10k) or bytes (40GiB, with the KV bytes per token)",
@@ -539,6 +544,8 @@ pub struct ReplaySettings {
     pub capacities: Vec<Capacity>,
     /// Eviction policies, in the order given.
     pub policies: Vec<Policy>,
+    /// The capacities were given (not the defaults): they need a policy that takes one.
+    pub capacities_given: bool,
 }
 
 impl Default for ReplaySettings {
@@ -555,6 +562,7 @@ impl Default for ReplaySettings {
                 Capacity::Infinite,
             ],
             policies: vec![Policy::Fifo, Policy::Lru],
+            capacities_given: false,
         }
     }
 }
@@ -584,6 +592,7 @@ impl ReplaySettings {
         items: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), SetupError> {
         self.capacities = items.into_iter().map(Self::parse_capacity).collect::<Result<_, _>>()?;
+        self.capacities_given = true;
         Ok(())
     }
 
@@ -652,6 +661,10 @@ impl ReplaySettings {
         if capacities.is_empty() {
             return Err(SetupError::new(Setting::Capacity, Problem::Empty));
         }
+        if self.capacities_given && self.policies.iter().all(|&p| p == Policy::Inf) {
+            let problem = Problem::NothingToActOn("needs a fifo or lru policy to size");
+            return Err(SetupError::new(Setting::Capacity, problem));
+        }
         Ok(ReplayConfig::grid(self.trace.block_size, &self.policies, &capacities))
     }
 }
@@ -676,6 +689,8 @@ pub struct FleetSettings {
     pub history: Capacity,
     /// How time passes.
     pub timing: Timing,
+    /// A speedup was given: it needs mocker timing.
+    pub speedup_given: bool,
     /// Seeds every random choice.
     pub seed: u64,
 }
@@ -697,6 +712,7 @@ impl Default for FleetSettings {
             kv_bytes_per_token: None,
             history: Capacity::Bytes(256 << 20),
             timing: Timing::Mocker { speedup: 1.0 },
+            speedup_given: false,
             seed: 0,
         }
     }
@@ -784,6 +800,7 @@ impl FleetSettings {
         if let Timing::Mocker { speedup: s } = &mut self.timing {
             *s = speedup;
         }
+        self.speedup_given = true;
         Ok(())
     }
 
@@ -879,6 +896,10 @@ impl FleetSettings {
         })?;
         if let Some(&n) = self.workers.iter().find(|&&n| n > crate::fleet::MAX_WORKERS) {
             return Err(SetupError::new(Setting::Workers, Problem::Fleet(FleetError::Workers(n))));
+        }
+        if self.speedup_given && self.timing == Timing::Instant {
+            let problem = Problem::NothingToActOn("applies to mocker timing only");
+            return Err(SetupError::new(Setting::Speedup, problem));
         }
         let config = FleetConfig {
             block_size: self.trace.block_size,
@@ -1008,7 +1029,33 @@ mod tests {
         let mut written = ReplaySettings::default();
         written.set_capacities(list_items(ReplaySettings::DEFAULT_CAPACITIES)).unwrap();
         written.set_policies(list_items(ReplaySettings::DEFAULT_POLICIES)).unwrap();
-        assert_eq!(written, ReplaySettings::default());
+        assert!(written.capacities_given);
+        assert_eq!(written, ReplaySettings { capacities_given: true, ..ReplaySettings::default() });
+    }
+
+    /// A setting whose object the other settings leave out is an error, wherever it is set
+    /// from: capacities with the unbounded history only, a speedup with instant timing.
+    #[test]
+    fn settings_with_nothing_to_act_on_are_errors() {
+        let mut replay = ReplaySettings::default();
+        replay.set(Setting::Policy, "inf").unwrap();
+        assert!(replay.grid(Capacity::blocks).is_ok(), "the default capacities are not given");
+        replay.set(Setting::Capacity, "1k").unwrap();
+        let error = replay.grid(Capacity::blocks).unwrap_err();
+        assert_eq!(error.setting, Setting::Capacity);
+        assert_eq!(error.to_string(), "needs a fifo or lru policy to size");
+        replay.set(Setting::Policy, "inf,fifo").unwrap();
+        assert!(replay.grid(Capacity::blocks).is_ok());
+
+        let mut fleet = FleetSettings::default();
+        fleet.set(Setting::Timing, "instant").unwrap();
+        assert!(fleet.config(Capacity::blocks).is_ok(), "no speedup given");
+        fleet.set(Setting::Speedup, "100").unwrap();
+        let error = fleet.config(Capacity::blocks).unwrap_err();
+        assert_eq!(error.setting, Setting::Speedup);
+        assert!(!error.is_range());
+        fleet.set(Setting::Timing, "mocker").unwrap();
+        assert!(fleet.config(Capacity::blocks).is_ok());
     }
 
     #[test]

@@ -170,7 +170,10 @@ function readForm(name) {
     };
   }
   const policies = ui.policies.filter((p) => p.checked).map((p) => p.value);
-  return { capacities: ui.capacities.value.trim(), policies: policies.join(","), ...shared };
+  // Capacities size the fifo and lru histories: the inf policy alone has none to read.
+  const sized = policies.some((p) => p !== "inf");
+  const capacities = sized ? ui.capacities.value.trim() : undefined;
+  return { capacities, policies: policies.join(","), ...shared };
 }
 
 // The engine's options: defaults left out; a warm-up of 1 or more is a number of requests.

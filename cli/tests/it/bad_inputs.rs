@@ -805,8 +805,14 @@ fn a_warmup_of_every_request_and_a_stagger_without_documents_are_warned_of() {
 #[test]
 fn settings_with_nothing_to_act_on_are_refused() {
     for (args, needle) in [
-        (&["fleet", "--timing", "instant", "--speedup", "100"][..], "--timing instant has none"),
-        (&["replay", "--policy", "inf", "--capacity", "1k,10k"], "--policy inf has none"),
+        (
+            &["fleet", "--timing", "instant", "--speedup", "100"][..],
+            "--speedup: applies to mocker timing only",
+        ),
+        (
+            &["replay", "--policy", "inf", "--capacity", "1k,10k"],
+            "--capacity: needs a fifo or lru policy",
+        ),
     ] {
         let out = kvreuse(args, b"");
         let stderr = String::from_utf8_lossy(&out.stderr);
