@@ -161,11 +161,9 @@ pub fn attempts(data: &[u8]) {
                             counts.funnel[k] += stage.min(f0);
                             counts.clamped[k] += u64::from(stage > f0);
                         }
-                        // Each prompt token not reused, charged to the first stage it is not
-                        // below.
-                        for p in (0..f0).filter(|&p| p >= reused) {
-                            let missed = (1..5).find(|&k| p >= stages[k]).unwrap_or(5);
-                            counts.losses[missed - 1] += 1;
+                        let losses = crate::support::losses_token_by_token(stages);
+                        for (sum, loss) in counts.losses.iter_mut().zip(losses) {
+                            *sum += loss;
                         }
                         0
                     }

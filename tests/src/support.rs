@@ -13,6 +13,18 @@ use std::time::{Duration, Instant};
 use prometheus::Registry;
 use prometheus::proto::MetricType;
 
+/// One request's funnel losses by the simple model the router library's metrics are checked
+/// against: each prompt token not reused (at or past F5, `stages[5]`), charged to the first of
+/// F1 to F5 it is not below. In the order cold, retention, routing, race, retrieval.
+pub fn losses_token_by_token(stages: [u64; 6]) -> [u64; 5] {
+    let mut losses = [0; 5];
+    for p in stages[5]..stages[0] {
+        let missed = (1..5).find(|&k| p >= stages[k]).unwrap_or(5);
+        losses[missed - 1] += 1;
+    }
+    losses
+}
+
 /// The value of metric `dynamo_component_{name}`, summed over the series that carry a label
 /// with value `label` (all series when `None`).
 pub fn metric(registry: &Registry, name: &str, label: Option<&str>) -> f64 {

@@ -246,14 +246,14 @@ async fn scraped_metrics_equal_the_replay_engine() {
             outcome.found_tokens,
             outcome.reused_tokens,
         ];
-        let request: Vec<u64> = found.into_iter().chain(rest).collect();
-        for (k, value) in request.iter().enumerate() {
+        let mut request = [0u64; 6];
+        for (k, value) in found.into_iter().chain(rest).enumerate() {
+            request[k] = value;
             stages[k] += value;
         }
-        // Each prompt token not reused, charged to the first stage it is not below.
-        for p in request[5]..request[0] {
-            let missed = (1..5).find(|&k| p >= request[k]).unwrap_or(5);
-            losses[missed - 1] += 1;
+        let charged = kvreuse_tests::support::losses_token_by_token(request);
+        for (sum, loss) in losses.iter_mut().zip(charged) {
+            *sum += loss;
         }
     }
     assert!(
