@@ -21,7 +21,6 @@ use core::fmt;
 
 use crate::chain::{ChainError, DynamoHasher, check_block_size};
 use crate::fleet::{FleetConfig, FleetError, Router, RouterError, Timing};
-use crate::history::MAX_CAPACITY;
 use crate::json::Json;
 use crate::names::{Quoted, UnknownName};
 use crate::replay::{Capacity, CapacityError, Policy, ReplayConfig};
@@ -449,9 +448,9 @@ impl TraceSettings {
         Ok(())
     }
 
-    /// Settles what the first file of the trace says (its format, and a kv-cache-tester
-    /// document's own block size; the first that is not blank) into the settings not given: the block size becomes the
-    /// document's, or the format's default. A document's block size that no hash chain takes
+    /// Settles what the first file of the trace that is not blank says (its format, and a
+    /// kv-cache-tester document's own block size) into the settings not given: the block size
+    /// becomes the document's, or the format's default. A document's block size that no hash chain takes
     /// (0) is left for its reader to report, at its place in the document.
     pub fn settle(&mut self, first: Sniffed) {
         if self.block_size_given {
@@ -646,13 +645,7 @@ impl ReplaySettings {
         let capacities = self
             .capacities
             .iter()
-            .map(|c| match blocks(*c) {
-                Ok(Some(b)) if b > MAX_CAPACITY => {
-                    Err(capacity_error(c, CapacityError::MoreThanLargest))
-                }
-                Ok(b) => Ok(b),
-                Err(error) => Err(capacity_error(c, error)),
-            })
+            .map(|c| blocks(*c).map_err(|error| capacity_error(c, error)))
             .collect::<Result<Vec<_>, _>>()?;
         self.trace.hasher()?;
         if self.policies.is_empty() {
@@ -921,6 +914,8 @@ impl FleetSettings {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    use crate::history::MAX_CAPACITY;
 
     #[test]
     fn fleet_defaults_are_the_documented_texts() {

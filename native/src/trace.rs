@@ -341,9 +341,10 @@ impl TraceReader {
 
     /// [`new`](Self::new), once the first source's first bytes have told its format (and a
     /// kv-cache-tester document's block size), which settle what `settings` leave open (see
-    /// [`TraceSettings::settle`]); blank sources (empty, or whitespace only) before it are passed over. A first source that can be read only once (standard input,
-    /// a pipe) stays open from there: the first [`read`](Self::read) goes on from the bytes
-    /// read to tell, and loses none. A warm-up given as a share of the requests, which
+    /// [`TraceSettings::settle`]); blank sources (empty, or whitespace only) before it are
+    /// passed over. A first source that can be read only once (standard input, a pipe) stays
+    /// open from there: the first [`read`](Self::read) goes on from the bytes read to tell, and
+    /// loses none. A warm-up given as a share of the requests, which
     /// [`count_records`](Self::count_records) counts in a reading of its own, fails on such a
     /// source here, before anything is read from it.
     pub fn open(
